@@ -1,0 +1,210 @@
+"""`evidence`: ingest vendor evidence and retrieve it per criterion (see CONTRACT.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from core.config import Settings
+from core.errors import EvidenceError, UserInputError
+
+app = typer.Typer(
+    help="Evidence precedence workbench: follow-up answers that win for the criterion they "
+         "answer.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+)
+ingest_app = typer.Typer(help="Ingest vendor documents and follow-up questionnaire rounds.",
+                         no_args_is_help=True)
+app.add_typer(ingest_app, name="ingest")
+
+
+class OutputFormat(StrEnum):
+    json = "json"
+    xml = "xml"
+    prompt = "prompt"
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    store: Annotated[Path | None, typer.Option(
+        help="Embedded ChromaDB store folder (env EVIDENCE_STORE, default ./.evidence).")] = None,
+    chroma_host: Annotated[str | None, typer.Option(
+        help="Use the ChromaDB server on this host (env EVIDENCE_CHROMA_HOST).")] = None,
+    chroma_port: Annotated[int | None, typer.Option(
+        help="Port of the ChromaDB server (env EVIDENCE_CHROMA_PORT, default 8000).")] = None,
+) -> None:
+    """Store options apply to every command."""
+    overrides = {"store": store, "chroma_host": chroma_host, "chroma_port": chroma_port}
+    ctx.obj = {k: v for k, v in overrides.items() if v is not None}
+
+
+def _workbench(ctx: typer.Context):
+    from core.workbench import Workbench
+
+    try:
+        settings = Settings(**(ctx.find_root().obj or {}))
+    except Exception as exc:  # pydantic ValidationError from a bad EVIDENCE_* variable
+        raise UserInputError(f"A setting is invalid: {' '.join(str(exc).split())[:200]}") from None
+    return Workbench(settings)
+
+
+def _emit(data: dict) -> None:
+    typer.echo(json.dumps(data, ensure_ascii=False))
+
+
+def _progress():
+    if not sys.stderr.isatty():
+        return None
+
+    def show(stage: str, done: int, total: int) -> None:
+        end = "\n" if done >= total else ""
+        print(f"\r{stage}: {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+    return show
+
+
+@ingest_app.command("docs")
+def ingest_docs(
+    ctx: typer.Context,
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders (walked recursively).")],
+    vendor: Annotated[str, typer.Option(help="Vendor id, [A-Za-z0-9][A-Za-z0-9_-]{0,62}.")],
+    doc_type: Annotated[str, typer.Option(
+        "--type", help="tc_files, followup_document (needs --round) or soc2_summary:TRACK.")
+    ] = "tc_files",
+    round_number: Annotated[int | None, typer.Option(
+        "--round", help="Follow-up round the document was uploaded with.")] = None,
+) -> None:
+    """Ingest .md, .txt and .pdf documents; unchanged files are skipped, changed ones replaced."""
+    report = _workbench(ctx).ingest_documents(vendor, paths, doc_type=doc_type,
+                                              round_number=round_number, progress=_progress())
+    _emit(report.model_dump(mode="json"))
+
+
+@ingest_app.command("questionnaire")
+def ingest_questionnaire(
+    ctx: typer.Context,
+    files: Annotated[list[Path], typer.Argument(help="Bulk payload JSON files (seed 003).")],
+) -> None:
+    """Ingest follow-up questionnaire rounds; every file is validated before any is written."""
+    workbench = _workbench(ctx)
+    payloads = workbench.load_questionnaires(files)
+    for payload in payloads:
+        _emit(workbench.ingest_questionnaire(payload).model_dump(mode="json"))
+
+
+@ingest_app.command("sample")
+def ingest_sample_data(
+    ctx: typer.Context,
+    root: Annotated[Path | None, typer.Argument(help="Sample data folder.")] = None,
+) -> None:
+    """Ingest the bundled sample vendors (documents, follow-up documents, rounds)."""
+    from core.ingest.sample import DEFAULT_SAMPLE_DIR, ingest_sample
+
+    for report in ingest_sample(_workbench(ctx), root or DEFAULT_SAMPLE_DIR, _progress()):
+        _emit(report)
+
+
+@app.command()
+def status(
+    ctx: typer.Context,
+    vendor: Annotated[str | None, typer.Option(help="Only this vendor.")] = None,
+) -> None:
+    """One JSON line per vendor: documents, chunks, follow-up responses, rounds, types."""
+    for vendor_status in _workbench(ctx).status(vendor):
+        _emit(vendor_status.model_dump(mode="json"))
+
+
+@app.command()
+def strategies() -> None:
+    """List the retrieval strategies and the seed design each one implements."""
+    from core.strategies import DEFAULT_STRATEGY, STRATEGIES
+
+    for strategy in STRATEGIES.values():
+        default = " (default)" if strategy.name == DEFAULT_STRATEGY else ""
+        typer.echo(f"{strategy.name}{default} [seed {strategy.seed}]: {strategy.summary}")
+
+
+@app.command()
+def retrieve(
+    ctx: typer.Context,
+    vendor: Annotated[str, typer.Option(help="Vendor id.")],
+    criterion: Annotated[str | None, typer.Option(help="The criterion question.")] = None,
+    criteria_file: Annotated[Path | None, typer.Option(
+        help="One criterion per line; blank lines skipped.")] = None,
+    strategy: Annotated[str, typer.Option(
+        help="semantic, hash_extraction, doc_boost, tiered or precedence.")] = "precedence",
+    output_format: Annotated[OutputFormat, typer.Option(
+        "--format", help="json (the trace), xml (the LLM context) or prompt.")
+    ] = OutputFormat.json,
+) -> None:
+    """Retrieve the evidence for each criterion and print the trace, context or prompt."""
+    from core.ingest.sample import load_criteria
+    from core.strategies import get_strategy
+
+    if (criterion is None) == (criteria_file is None):
+        raise UserInputError("Give exactly one of --criterion TEXT or --criteria-file FILE.")
+    get_strategy(strategy)
+    criteria = [criterion] if criterion is not None else load_criteria(criteria_file)
+    workbench = _workbench(ctx)
+    warned = False
+    for i, text in enumerate(criteria):
+        trace = workbench.retrieve(vendor, text, strategy)
+        if not trace.reranker.ran and not warned:
+            print(f"evidence: note: no reranker ran: {trace.reranker.reason}.", file=sys.stderr)
+            warned = True
+        if output_format is OutputFormat.json:
+            _emit(trace.to_json_dict())
+        else:
+            if i:
+                typer.echo("")
+            typer.echo(trace.context if output_format is OutputFormat.xml else trace.prompt)
+
+
+def _sentence(message: str) -> str:
+    message = " ".join(message.split())
+    return message if message.endswith((".", "?", "!")) else message + "."
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command; user mistakes exit 2 and program faults exit 1, each in one line."""
+    try:
+        result = app(args=argv, prog_name="evidence", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except UserInputError as exc:
+        print(f"evidence: error: {_sentence(str(exc))}", file=sys.stderr)
+        return 2
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.TyperException as exc:  # typer's usage errors: bad option, missing argument
+        message = exc.format_message().strip()
+        if message:  # an empty message follows the help printed for a bare `evidence`
+            print(f"evidence: error: {_sentence(message)}", file=sys.stderr)
+        return 2
+    except (typer.Abort, KeyboardInterrupt):
+        print("evidence: interrupted.", file=sys.stderr)
+        return 130
+    except EvidenceError as exc:
+        print(f"evidence: error: {_sentence(str(exc))}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        if os.environ.get("EVIDENCE_DEBUG"):
+            raise
+        detail = " ".join(str(exc).split())[:300]
+        print(f"evidence: internal error: {type(exc).__name__}: {detail} "
+              "(set EVIDENCE_DEBUG=1 for the traceback).", file=sys.stderr)
+        return 1
+
+
+def entry_point() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry_point()

@@ -1,0 +1,110 @@
+"""The LLM context (seed 000's XML) and prompt (seed 003), with vendor text escaped."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from xml.sax.saxutils import escape
+
+from core.models import Candidate, FollowupHit
+
+# Characters XML 1.0 cannot carry at all; they become U+FFFD so the context always parses.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    """Text safe inside an XML element: markup escaped, illegal characters replaced."""
+    return escape(_NOT_XML.sub("\ufffd", text))
+
+
+def evidence_source(candidate: Candidate) -> str:
+    return f"{candidate.source} (page {candidate.page})" if candidate.page else candidate.source
+
+
+def _entry(index: int, source: str, content: str) -> str:
+    return (f"<index_{index}>\n<source>{xml_text(source)}</source>\n<content>\n"
+            f"{xml_text(content)}\n</content>\n</index_{index}>")
+
+
+def format_followups_xml(followups: Sequence[FollowupHit], index: int) -> str:
+    """One entry: a single response as it is, several as a progression in ascending rounds."""
+    if not followups:
+        return ""
+    if len(followups) == 1:
+        return _entry(index, followups[0].source, followups[0].content)
+    ordered = sorted(followups, key=lambda h: (h.round_number, h.timestamp))
+    progression = "\n\n".join(
+        f"[Round {h.round_number}]\nQuestion: {h.question_text}\nAnswer: {h.answer_text}"
+        for h in ordered
+    )
+    return _entry(index, f"{ordered[-1].source} (Multiple Rounds)", progression)
+
+
+def format_context_xml(evidence: Sequence[Candidate], followups: Sequence[FollowupHit]) -> str:
+    """Evidence excerpts as <index_1>..<index_N>, the linked follow-ups last as <index_N+1>."""
+    parts = [_entry(i, evidence_source(c), c.text) for i, c in enumerate(evidence, start=1)]
+    if followups:
+        parts.append(format_followups_xml(followups, len(evidence) + 1))
+    return "\n".join(parts)
+
+
+_PROMPT_HEAD = """You are a security assessor evaluating vendor compliance.
+
+**Source 1: Direct Vendor Responses (HIGHEST PRIORITY)**
+The vendor provided these responses across multiple follow-up rounds.
+Responses are shown in reverse chronological order (most recent first).
+
+IMPORTANT: If responses from different rounds conflict, prefer the MOST RECENT
+response as it represents the vendor's latest position on this topic."""
+
+_PROMPT_TAIL = """Assess whether this criterion is MET, NOT_MET, or INCONCLUSIVE.
+If you observe contradictions between follow-up rounds, note this in your reasoning."""
+
+NO_RESPONSES = "No direct vendor responses available for this criterion."
+NO_DOCUMENTS = "No supporting documentation was retrieved for this criterion."
+
+
+def quoted(text: str) -> str:
+    """Vendor text in the prompt: every continuation line indented, so no line it writes
+    can start at column 0, where the prompt's own section markers live."""
+    clean = _NOT_XML.sub("\ufffd", text).replace("\r\n", "\n").replace("\r", "\n")
+    return "\n  ".join(line.rstrip() for line in clean.split("\n"))
+
+
+def format_followups_prompt(followups: Sequence[FollowupHit]) -> str:
+    """Seed 003: newest round first, the first one marked MOST RECENT."""
+    if not followups:
+        return NO_RESPONSES
+    newest_first = sorted(followups, key=lambda h: (h.round_number, h.timestamp), reverse=True)
+    parts = []
+    for i, hit in enumerate(newest_first):
+        label = "MOST RECENT - " if i == 0 else ""
+        parts.append(
+            f"[{label}ROUND {hit.round_number} - {hit.timestamp[:10]}]\n"
+            f"Question: {quoted(hit.question_text)}\n"
+            f"Vendor Response: {quoted(hit.answer_text)}"
+        )
+    return "\n\n---\n\n".join(parts)
+
+
+def format_documents_prompt(evidence: Sequence[Candidate]) -> str:
+    if not evidence:
+        return NO_DOCUMENTS
+    return "\n\n".join(
+        f"[Document {i}: {quoted(evidence_source(c))}]\n  {quoted(c.text)}"
+        for i, c in enumerate(evidence, start=1)
+    )
+
+
+def format_prompt(criterion: str, evidence: Sequence[Candidate],
+                  followups: Sequence[FollowupHit]) -> str:
+    """The full seed-003 prompt: responses, documentation, then the criterion."""
+    return "\n\n".join([
+        _PROMPT_HEAD,
+        format_followups_prompt(followups),
+        "**Source 2: General Documentation**\n"
+        "Supporting evidence from vendor policies, SOC2 reports, and other documents.",
+        format_documents_prompt(evidence),
+        f"**Criterion to Evaluate:**\n{quoted(criterion)}",
+        _PROMPT_TAIL,
+    ])

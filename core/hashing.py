@@ -1,0 +1,47 @@
+"""Criterion and content hashes, and the embedded follow-up text (seed 003)."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+
+
+def normalize_text(text: str) -> str:
+    """Lower-case, collapse runs of white space to one space, trim the ends."""
+    return " ".join(text.lower().split())
+
+
+def _sha16(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def criterion_hash(criterion_question_text: str) -> str:
+    """The 16-hex-digit hash that links a follow-up to the criterion it answers."""
+    return _sha16(normalize_text(criterion_question_text))
+
+
+def criterion_question_hash(criterion_question_text: str | None) -> str | None:
+    """Seed 003's hash for retrieval filtering; None for an ad-hoc question."""
+    if not criterion_question_text:
+        return None
+    return criterion_hash(criterion_question_text)
+
+
+def content_hash(criterion_question_text: str | None, question_text: str) -> str:
+    """Seed 003's uniqueness key: the criterion and the question, normalised together."""
+    return _sha16(normalize_text(f"{criterion_question_text or ''}||{question_text}"))
+
+
+def format_embedding_content(question_text: str, answer_text: str) -> str:
+    """The text embedded for a follow-up: prefixes give the model the structure."""
+    return f"Question: {question_text} Answer: {answer_text}"
+
+
+def question_similarity(criterion: str, question: str) -> float:
+    """difflib ratio of the lower-cased criterion and follow-up question (seed 003)."""
+    return difflib.SequenceMatcher(None, criterion.lower(), question.lower()).ratio()
+
+
+def file_digest(data: bytes) -> str:
+    """SHA-256 of a file's bytes: the version of a document."""
+    return hashlib.sha256(data).hexdigest()

@@ -1,0 +1,1 @@
+"""Ingestion: vendor documents into chunks, questionnaire rounds into follow-up records."""

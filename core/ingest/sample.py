@@ -1,0 +1,96 @@
+"""The bundled sample data's layout, ingested in one call (CLI and dashboard first start)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.errors import UserInputError
+
+_ROUND_DIR = re.compile(r"round_(\d+)")
+
+DEFAULT_SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_data"
+
+
+@dataclass(frozen=True)
+class SampleStep:
+    """One ingest call: documents of one type, or one questionnaire file."""
+
+    vendor_id: str
+    kind: str  # "documents" | "questionnaire"
+    paths: tuple[Path, ...]
+    doc_type: str = "tc_files"
+    round_number: int | None = None
+
+    @property
+    def label(self) -> str:
+        if self.kind == "questionnaire":
+            return f"{self.vendor_id}: questionnaire {self.paths[0].name}"
+        suffix = f" round {self.round_number}" if self.round_number else ""
+        return f"{self.vendor_id}: {self.doc_type}{suffix} ({len(self.paths)} file(s))"
+
+
+def sample_plan(root: Path) -> list[SampleStep]:
+    """vendors/<id>/{documents, soc2_summary, followup_documents/round_N, questionnaires}."""
+    vendors_dir = Path(root) / "vendors"
+    if not vendors_dir.is_dir():
+        raise UserInputError(f"{root} has no vendors/ folder of sample data.")
+    steps: list[SampleStep] = []
+    for vendor_dir in sorted(p for p in vendors_dir.iterdir() if p.is_dir()):
+        vendor = vendor_dir.name
+        documents = vendor_dir / "documents"
+        if documents.is_dir():
+            steps.append(SampleStep(vendor, "documents", (documents,)))
+        for summary in sorted((vendor_dir / "soc2_summary").glob("*.md")):
+            steps.append(SampleStep(vendor, "documents", (summary,),
+                                    doc_type=f"soc2_summary:{summary.stem}"))
+        for round_dir in sorted((vendor_dir / "followup_documents").glob("round_*")):
+            match = _ROUND_DIR.fullmatch(round_dir.name)
+            if match and round_dir.is_dir():
+                steps.append(SampleStep(vendor, "documents", (round_dir,),
+                                        doc_type="followup_document",
+                                        round_number=int(match.group(1))))
+        for payload in sorted((vendor_dir / "questionnaires").glob("round_*.json"),
+                              key=lambda p: int(_ROUND_DIR.search(p.stem).group(1))):
+            steps.append(SampleStep(vendor, "questionnaire", (payload,)))
+    return steps
+
+
+def ingest_sample(workbench, root: Path = DEFAULT_SAMPLE_DIR,
+                  progress: Callable[[str, int, int], None] | None = None) -> list[dict]:
+    """Ingest every step of the sample plan; re-running changes nothing that is unchanged."""
+    steps = sample_plan(root)
+    payloads = {step: workbench.load_questionnaires(step.paths)[0]
+                for step in steps if step.kind == "questionnaire"}
+    reports = []
+    for i, step in enumerate(steps, start=1):
+        if progress:
+            progress(step.label, i - 1, len(steps))
+        if step.kind == "questionnaire":
+            report = workbench.ingest_questionnaire(payloads[step])
+        else:
+            report = workbench.ingest_documents(step.vendor_id, step.paths,
+                                                doc_type=step.doc_type,
+                                                round_number=step.round_number)
+        reports.append(report.model_dump(mode="json"))
+    if progress:
+        progress("done", len(steps), len(steps))
+    return reports
+
+
+def load_criteria(path: Path) -> list[str]:
+    """One criterion per line, blank lines skipped."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserInputError(f"{path} does not exist.") from None
+    except UnicodeDecodeError:
+        raise UserInputError(f"{path} is not UTF-8 text.") from None
+    except OSError as exc:
+        raise UserInputError(f"{path} cannot be read ({exc.strerror}).") from None
+    criteria = [line.strip() for line in text.splitlines() if line.strip()]
+    if not criteria:
+        raise UserInputError(f"{path} holds no criteria (one per line).")
+    return criteria

@@ -1,0 +1,199 @@
+"""pydantic models: the questionnaire payload, stored chunks, candidates, and the trace."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
+
+from core.hashing import content_hash
+
+VENDOR_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
+
+FOLLOWUP_SOURCE_TYPE = "follow_up_response"
+DOCUMENT_SOURCE_TYPE = "document"
+
+Tier = Literal["high", "medium", "low"]
+
+
+def is_valid_vendor_id(vendor_id: object) -> bool:
+    """True when the id matches CONTRACT.md's VENDOR pattern."""
+    return isinstance(vendor_id, str) and VENDOR_ID_PATTERN.fullmatch(vendor_id) is not None
+
+
+def followup_type(round_number: int) -> str:
+    """Seed 002's `type` value for a follow-up text response."""
+    return f"followup_response:{round_number}"
+
+
+def parse_iso_timestamp(value: str) -> datetime:
+    """Parse ISO 8601; a time without a zone is taken as UTC."""
+    parsed = datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+class QuestionnaireResponse(BaseModel):
+    """One answered question of a follow-up round (seed 003 bulk API)."""
+
+    criterion_question_text: StrictStr | None = None
+    question_text: StrictStr
+    answer_text: StrictStr
+
+    @field_validator("question_text", "answer_text")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("is blank")
+        return value
+
+    @field_validator("criterion_question_text")
+    @classmethod
+    def _blank_criterion_is_ad_hoc(cls, value: str | None) -> str | None:
+        return value if value and value.strip() else None
+
+
+class QuestionnairePayload(BaseModel):
+    """A whole follow-up round: refused whole when any part is wrong."""
+
+    vendor_id: StrictStr
+    round_number: StrictInt = Field(ge=1)
+    timestamp: StrictStr
+    responses: list[QuestionnaireResponse]
+
+    @field_validator("vendor_id")
+    @classmethod
+    def _vendor_id(cls, value: str) -> str:
+        if not is_valid_vendor_id(value):
+            raise ValueError(
+                "must be 1-63 letters, digits, '_' or '-', starting with a letter or digit"
+            )
+        return value
+
+    @field_validator("timestamp")
+    @classmethod
+    def _iso_timestamp(cls, value: str) -> str:
+        try:
+            parse_iso_timestamp(value)
+        except ValueError:
+            raise ValueError("is not an ISO 8601 date and time") from None
+        return value
+
+    @field_validator("responses")
+    @classmethod
+    def _responses(cls, value: list[QuestionnaireResponse]) -> list[QuestionnaireResponse]:
+        if not value:
+            raise ValueError("is empty; a round needs at least one response")
+        seen: dict[str, int] = {}
+        for index, response in enumerate(value):
+            key = content_hash(response.criterion_question_text, response.question_text)
+            if key in seen:
+                raise ValueError(
+                    f"entry {index} repeats the (criterion_question_text, question_text) "
+                    f"pair of entry {seen[key]}"
+                )
+            seen[key] = index
+        return value
+
+    @property
+    def timestamp_utc(self) -> datetime:
+        return parse_iso_timestamp(self.timestamp).astimezone(UTC)
+
+
+class StoredRecord(BaseModel):
+    """A record as written to ChromaDB: id, embedded text and flat metadata."""
+
+    id: str
+    text: str
+    metadata: dict[str, str | int | float | bool]
+
+
+class RerankerStatus(BaseModel):
+    """Which reranker ran, or why none did."""
+
+    name: str
+    ran: bool
+    reason: str
+
+
+class Candidate(BaseModel):
+    """One piece of evidence with every score it was given, side by side."""
+
+    id: str
+    type: str
+    source: str
+    page: int | None = None
+    round_number: int | None = None
+    text: str
+    first_stage_score: float | None = Field(
+        None, description="cosine similarity of query and chunk embeddings (1 - distance)"
+    )
+    first_stage_rank: int | None = None
+    rerank_score: float | None = Field(None, description="cross-encoder relevance, 0..1")
+    boost: float = 1.0
+    final_score: float | None = None
+    rank_before_boost: int | None = None
+    rank_after_boost: int | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def is_followup(self) -> bool:
+        return self.metadata.get("source_type") == FOLLOWUP_SOURCE_TYPE
+
+
+class FollowupHit(BaseModel):
+    """A follow-up response found for a criterion, with why it sits in its tier."""
+
+    id: str
+    round_number: int
+    timestamp: str
+    source: str
+    content: str
+    criterion_question_text: str | None
+    criterion_question_hash: str | None
+    question_text: str
+    answer_text: str
+    hash_match: bool
+    found_by: list[Literal["hash", "semantic", "first_stage"]] = Field(default_factory=list)
+    question_similarity: float
+    tier: Tier | None = None
+    tier_reason: str = ""
+    first_stage_score: float | None = None
+    first_stage_rank: int | None = None
+
+
+class DroppedFollowup(BaseModel):
+    """A follow-up that was found but left out of the context, and why."""
+
+    followup: FollowupHit
+    reason: str
+
+
+class RetrievalTrace(BaseModel):
+    """Every stage of one retrieval: what the CLI prints and the dashboard draws."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=False)
+
+    vendor_id: str
+    criterion: str
+    criterion_hash: str
+    strategy: str
+    reranker: RerankerStatus
+    embedding_model: str
+    constants: dict[str, float | int | None]
+    context: str = ""
+    prompt: str = ""
+    followups: list[FollowupHit] = Field(default_factory=list)
+    evidence: list[Candidate] = Field(default_factory=list)
+    first_stage: list[Candidate] = Field(default_factory=list)
+    hash_path: list[FollowupHit] | None = None
+    semantic_path: list[FollowupHit] | None = None
+    reranked: list[Candidate] = Field(default_factory=list)
+    dropped_followups: list[DroppedFollowup] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The JSON object `evidence retrieve --format json` prints."""
+        return self.model_dump(mode="json")

@@ -1,0 +1,336 @@
+"""Small retrieval stages that every strategy is composed from; none mutates its input."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from core.config import Settings
+from core.embedding import Embedder
+from core.hashing import normalize_text, question_similarity
+from core.models import (
+    DOCUMENT_SOURCE_TYPE,
+    Candidate,
+    DroppedFollowup,
+    FollowupHit,
+    RerankerStatus,
+)
+from core.rerank import Reranker
+from core.store import VendorCollections, get_all
+
+TIER_ORDER = {"high": 0, "medium": 1, "low": 2}
+
+
+@dataclass
+class Timings:
+    """Milliseconds per stage, in the order the stages ran."""
+
+    ms: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - start) * 1000.0
+
+
+@dataclass
+class RetrievalEnv:
+    """Everything a strategy needs for one vendor: settings, store, models."""
+
+    settings: Settings
+    vendor: VendorCollections
+    embedder: Embedder
+    reranker: Reranker | None
+    reranker_status: RerankerStatus
+    embed_query: Callable[[str], np.ndarray]
+    notes: list[str] = field(default_factory=list)
+    _committed: dict[str, str] | None = None
+
+    @property
+    def vendor_id(self) -> str:
+        return self.vendor.vendor_id
+
+    def committed_documents(self) -> dict[str, str]:
+        """doc_key -> digest of each document whose ingest completed (read once per run)."""
+        if self._committed is None:
+            manifest = get_all(self.vendor.manifest, include=("metadatas",))
+            self._committed = {
+                doc_key: meta["digest"]
+                for doc_key, meta in zip(manifest["ids"], manifest["metadatas"], strict=True)
+            }
+        return self._committed
+
+    def is_committed(self, metadata: dict[str, Any]) -> bool:
+        if metadata.get("source_type") != DOCUMENT_SOURCE_TYPE:
+            return True  # a follow-up round is written in one call: present means complete
+        return self.committed_documents().get(metadata.get("doc_key")) == metadata.get("doc_sha")
+
+
+# First stage ------------------------------------------------------------------------------
+
+def candidate_from_record(record_id: str, text: str, metadata: dict[str, Any], *,
+                          score: float | None = None, rank: int | None = None) -> Candidate:
+    page = metadata.get("page")
+    return Candidate(
+        id=record_id,
+        type=str(metadata.get("type", "")),
+        source=str(metadata.get("source", "")),
+        page=int(page) if page is not None else None,
+        round_number=metadata.get("round_number"),
+        text=text,
+        first_stage_score=score,
+        first_stage_rank=rank,
+        final_score=score,
+        metadata=dict(metadata),
+    )
+
+
+def first_stage(env: RetrievalEnv, query_embedding: np.ndarray, n: int, *,
+                where: dict[str, Any] | None = None) -> list[Candidate]:
+    """One ChromaDB nearest-neighbour query; score is cosine similarity, 1 - distance."""
+    count = env.vendor.chunks.count()
+    if count == 0:
+        return []
+    result = env.vendor.chunks.query(
+        query_embeddings=[np.asarray(query_embedding, dtype=np.float32)],
+        n_results=min(n, count),
+        where=where,
+        include=["documents", "metadatas", "distances"],
+    )
+    candidates: list[Candidate] = []
+    stale = 0
+    for record_id, text, metadata, distance in zip(
+        result["ids"][0], result["documents"][0], result["metadatas"][0],
+        result["distances"][0], strict=True,
+    ):
+        if not env.is_committed(metadata):
+            stale += 1
+            continue
+        candidates.append(candidate_from_record(
+            record_id, text, metadata, score=1.0 - float(distance), rank=len(candidates) + 1,
+        ))
+    if stale:
+        env.notes.append(
+            f"{stale} chunk(s) of an unfinished document ingest were skipped; run the same "
+            "ingest again to complete it."
+        )
+    return candidates
+
+
+def split_followups(candidates: Sequence[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
+    """(follow-up responses, everything else), each in the input order."""
+    followups = [c for c in candidates if c.is_followup]
+    others = [c for c in candidates if not c.is_followup]
+    return followups, others
+
+
+# Follow-ups ------------------------------------------------------------------------------
+
+def followup_hit(candidate: Candidate, criterion: str, criterion_hash: str,
+                 found_by: Sequence[str]) -> FollowupHit:
+    meta = candidate.metadata
+    return FollowupHit(
+        id=candidate.id,
+        round_number=int(meta["round_number"]),
+        timestamp=str(meta.get("timestamp", "")),
+        source=candidate.source,
+        content=candidate.text,
+        criterion_question_text=meta.get("original_criterion_question_text") or None,
+        criterion_question_hash=meta.get("criterion_question_hash"),
+        question_text=str(meta["question_text"]),
+        answer_text=str(meta["answer_text"]),
+        hash_match=meta.get("criterion_question_hash") == criterion_hash,
+        found_by=list(found_by),
+        question_similarity=round(question_similarity(criterion, str(meta["question_text"])), 4),
+        first_stage_score=candidate.first_stage_score,
+        first_stage_rank=candidate.first_stage_rank,
+    )
+
+
+def extract_by_hash(candidates: Sequence[Candidate], criterion_hash: str
+                    ) -> tuple[list[Candidate], list[Candidate]]:
+    """Seed 000: (follow-ups carrying the criterion hash, all the rest)."""
+    matched = [c for c in candidates
+               if c.is_followup and c.metadata.get("criterion_question_hash") == criterion_hash]
+    matched_ids = {c.id for c in matched}
+    return matched, [c for c in candidates if c.id not in matched_ids]
+
+
+def fetch_linked_followups(env: RetrievalEnv, criterion_hash: str,
+                           query_embedding: np.ndarray) -> list[Candidate]:
+    """Every follow-up linked by hash, by metadata lookup (never an approximate search),
+    scored against the query in Python so the trace can show its similarity."""
+    found = get_all(
+        env.vendor.chunks,
+        where={"criterion_question_hash": criterion_hash},
+        include=("documents", "metadatas", "embeddings"),
+    )
+    if not found["ids"]:
+        return []
+    vectors = np.asarray(found["embeddings"], dtype=np.float32)
+    scores = vectors @ np.asarray(query_embedding, dtype=np.float32)
+    return [
+        candidate_from_record(record_id, text, metadata, score=float(score))
+        for record_id, text, metadata, score in zip(
+            found["ids"], found["documents"], found["metadatas"], scores, strict=True)
+    ]
+
+
+def _recency_key(hit: FollowupHit) -> tuple[int, str]:
+    return (hit.round_number, hit.timestamp)
+
+
+def keep_latest_rounds(hits: Sequence[FollowupHit], limit: int
+                       ) -> tuple[list[FollowupHit], list[DroppedFollowup]]:
+    """Seed 000: keep the `limit` latest responses by round number."""
+    ordered = sorted(hits, key=_recency_key, reverse=True)
+    kept, rest = ordered[:limit], ordered[limit:]
+    kept_rounds = ", ".join(str(h.round_number) for h in kept)
+    dropped = [
+        DroppedFollowup(
+            followup=hit,
+            reason=f"round {hit.round_number} is older than the {limit} latest kept "
+                   f"(rounds {kept_rounds}); cap MAX_FOLLOWUP_ROUNDS={limit}",
+        )
+        for hit in rest
+    ]
+    return kept, dropped
+
+
+def assign_tiers(hash_hits: Sequence[FollowupHit], semantic_hits: Sequence[FollowupHit],
+                 criterion: str, threshold: float) -> list[FollowupHit]:
+    """Seed 003's tiers, each with its reason in words; a hit found twice appears once."""
+    tiered: dict[str, FollowupHit] = {}
+    for hit in hash_hits:
+        similar = hit.question_similarity >= threshold
+        tier = "high" if similar else "medium"
+        if hit.question_similarity >= 0.999:
+            wording = "question unchanged"
+        elif similar:
+            wording = "question lightly edited"
+        else:
+            wording = "question reworded"
+        sign = ">=" if similar else "<"
+        tiered[hit.id] = hit.model_copy(update={
+            "tier": tier,
+            "tier_reason": f"hash match; {wording}, similarity {hit.question_similarity:.2f} "
+                           f"{sign} {threshold:.2f}: {tier}",
+        })
+    for hit in semantic_hits:
+        if hit.id in tiered:
+            found_by = sorted(set(tiered[hit.id].found_by) | set(hit.found_by))
+            tiered[hit.id] = tiered[hit.id].model_copy(update={"found_by": found_by})
+            continue
+        tiered[hit.id] = hit.model_copy(update={
+            "tier": "low", "tier_reason": _low_tier_reason(hit, criterion),
+        })
+    return list(tiered.values())
+
+
+def criterion_text_similarity(hit: FollowupHit, criterion: str) -> float:
+    """How close the criterion a follow-up was linked to is to this one (0 for ad-hoc)."""
+    if not hit.criterion_question_text:
+        return 0.0
+    return question_similarity(normalize_text(criterion),
+                               normalize_text(hit.criterion_question_text))
+
+
+def _low_tier_reason(hit: FollowupHit, criterion: str) -> str:
+    where = f" at first-stage rank {hit.first_stage_rank}" if hit.first_stage_rank else ""
+    if not hit.criterion_question_text:
+        return (f"no hash match (ad-hoc question, no criterion); found by semantic "
+                f"search{where}: low")
+    similarity = criterion_text_similarity(hit, criterion)
+    if similarity >= 0.9:
+        how = (f"its criterion text differs slightly (similarity {similarity:.2f}; "
+               "edited or typo-fixed)")
+    else:
+        how = "it answers a different criterion"
+    return f"no hash match, {how}; found by semantic search{where}: low"
+
+
+def merge_tiers(hits: Sequence[FollowupHit], limit: int
+                ) -> tuple[list[FollowupHit], list[DroppedFollowup]]:
+    """Seed 003's merge: high > medium > low, newest first within a tier, at most `limit`."""
+    ordered = sorted(hits, key=lambda h: (TIER_ORDER[h.tier or "low"], -h.round_number,
+                                          _negated(h.timestamp)))
+    kept, rest = ordered[:limit], ordered[limit:]
+    summary = ", ".join(f"round {h.round_number} ({h.tier})" for h in kept)
+    dropped = [
+        DroppedFollowup(
+            followup=hit,
+            reason=f"{hit.tier} tier, round {hit.round_number}: the cap of {limit} "
+                   f"(MAX_FOLLOWUP_ROUNDS) is filled by {summary}",
+        )
+        for hit in rest
+    ]
+    return kept, dropped
+
+
+def _negated(timestamp: str) -> tuple[int, ...]:
+    return tuple(-ord(ch) for ch in timestamp)
+
+
+def context_order(hits: Sequence[FollowupHit]) -> list[FollowupHit]:
+    """The order follow-ups take in the XML context: ascending round (seed 000)."""
+    return sorted(hits, key=_recency_key)
+
+
+# Documents -------------------------------------------------------------------------------
+
+def top_by_first_stage(candidates: Sequence[Candidate], n: int) -> list[Candidate]:
+    """Seed 000: the `n` best by first-stage score go on to the reranker."""
+    return sorted(candidates, key=lambda c: -(c.first_stage_score or 0.0))[:n]
+
+
+def rerank(env: RetrievalEnv, query: str, candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Cross-encoder scores, sorted; without a reranker, first-stage order is kept."""
+    if env.reranker is not None and candidates:
+        scores = env.reranker.score(query, [c.text for c in candidates])
+        scored = [c.model_copy(update={"rerank_score": s, "final_score": s})
+                  for c, s in zip(candidates, scores, strict=True)]
+        scored.sort(key=lambda c: -c.rerank_score)
+    else:
+        scored = [c.model_copy(update={"final_score": c.first_stage_score}) for c in candidates]
+    return [c.model_copy(update={"rank_before_boost": i, "rank_after_boost": i})
+            for i, c in enumerate(scored, start=1)]
+
+
+def boost_followup_documents(candidates: Sequence[Candidate], factor: float,
+                             cap: float | None) -> list[Candidate]:
+    """Seed 002: multiply follow-up document scores by `factor` (never above `cap`), re-sort."""
+    boosted = []
+    for c in candidates:
+        base = c.final_score if c.final_score is not None else 0.0
+        if c.type == "followup_document":
+            score = base * factor
+            if cap is not None:
+                score = max(base, min(score, cap))
+            applied = score / base if base else factor
+            boosted.append(c.model_copy(update={"final_score": score, "boost": round(applied, 6)}))
+        else:
+            boosted.append(c)
+    boosted.sort(key=lambda c: -(c.final_score or 0.0))
+    return [c.model_copy(update={"rank_after_boost": i}) for i, c in enumerate(boosted, start=1)]
+
+
+def select_top(env: RetrievalEnv, ranked: Sequence[Candidate], n: int) -> list[Candidate]:
+    """The top `n`, then the relevancy cutoff on reranker scores (seed 000, seed 002)."""
+    top = list(ranked[:n])
+    if env.reranker is None:
+        return top
+    cutoff = env.settings.relevancy_cutoff
+    kept = [c for c in top if (c.final_score or 0.0) >= cutoff]
+    if len(kept) < len(top):
+        env.notes.append(
+            f"{len(top) - len(kept)} of the top {n} fell below the relevancy cutoff {cutoff}."
+        )
+    return kept

@@ -1,0 +1,77 @@
+"""The default: every hash-linked follow-up fetched by metadata, tiered, documents boosted,
+follow-ups last in the context."""
+
+from __future__ import annotations
+
+from core.stages import (
+    RetrievalEnv,
+    Timings,
+    assign_tiers,
+    boost_followup_documents,
+    context_order,
+    criterion_text_similarity,
+    fetch_linked_followups,
+    first_stage,
+    followup_hit,
+    merge_tiers,
+    rerank,
+    select_top,
+    split_followups,
+    top_by_first_stage,
+)
+from core.strategies.base import Query, Strategy, StrategyResult
+
+
+def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
+    s = env.settings
+    with timings.stage("hash_fetch"):
+        linked = fetch_linked_followups(env, query.criterion_hash, query.embedding)
+    with timings.stage("first_stage"):
+        hits = first_stage(env, query.embedding, s.top_first_stage_n)
+    with timings.stage("tiers"):
+        rank_of = {c.id: c for c in hits}
+        hash_hits = []
+        for c in linked:
+            seen = rank_of.get(c.id)
+            hit = followup_hit(seen or c, query.text, query.criterion_hash,
+                               ["hash", "first_stage"] if seen else ["hash"])
+            hash_hits.append(hit)
+        # Scoped precedence: the semantic path only vouches for follow-ups linked to a
+        # near-copy of this criterion (typo fix, light edit). Ad-hoc answers and answers to
+        # other criteria compete as ordinary evidence instead of claiming the top priority.
+        followups_in_search, _ = split_followups(hits[: s.semantic_path_top_k])
+        semantic_hits = [
+            hit for hit in (followup_hit(c, query.text, query.criterion_hash, ["semantic"])
+                            for c in followups_in_search)
+            if hit.hash_match
+            or criterion_text_similarity(hit, query.text) >= s.fuzzy_match_threshold
+        ]
+        tiered = assign_tiers(hash_hits, semantic_hits, query.text, s.fuzzy_match_threshold)
+        kept, dropped = merge_tiers(tiered, s.max_followup_rounds)
+        # Hash-linked follow-ups never compete as excerpts (kept or capped); any other
+        # follow-up not in the follow-up entry is ordinary evidence (seed 000).
+        withheld = {h.id for h in kept} | {c.id for c in linked}
+        remaining = [c for c in hits if c.id not in withheld]
+        to_rerank = top_by_first_stage(remaining, s.top_to_rerank_n)
+    with timings.stage("rerank"):
+        ranked = rerank(env, query.text, to_rerank)
+    with timings.stage("boost"):
+        boosted = boost_followup_documents(ranked, s.followup_document_boost, s.followup_boost_cap)
+    with timings.stage("select"):
+        evidence = select_top(env, boosted, s.top_reranked_n)
+    return StrategyResult(
+        evidence=evidence, followups=context_order(kept), first_stage=hits, reranked=boosted,
+        hash_path=[h for h in tiered if "hash" in h.found_by],
+        semantic_path=[h for h in tiered if "semantic" in h.found_by],
+        dropped_followups=dropped,
+    )
+
+
+STRATEGY = Strategy(
+    name="precedence",
+    seed="000+002+003",
+    summary="all hash-linked follow-ups by metadata lookup + semantic path scoped to near-copies "
+            "of the criterion, tiered (max 3); "
+            "search 100, rerank top 70, follow-up documents boosted, top 6; follow-ups last",
+    run=run,
+)

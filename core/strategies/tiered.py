@@ -1,0 +1,54 @@
+"""Seed 003: a hash-filtered path and a semantic path, follow-ups in high/medium/low tiers."""
+
+from __future__ import annotations
+
+from core.stages import (
+    RetrievalEnv,
+    Timings,
+    assign_tiers,
+    context_order,
+    first_stage,
+    followup_hit,
+    merge_tiers,
+    rerank,
+    select_top,
+    split_followups,
+)
+from core.strategies.base import Query, Strategy, StrategyResult
+
+
+def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
+    s = env.settings
+    with timings.stage("hash_path"):
+        # Seed 003 path 1 as written for a pre-filtering vector DB: a filtered vector search
+        # limited to MAX_FOLLOWUP_ROUNDS, ranked by similarity within the hash matches.
+        linked = first_stage(env, query.embedding, s.max_followup_rounds,
+                             where={"criterion_question_hash": query.criterion_hash})
+        hash_hits = [followup_hit(c, query.text, query.criterion_hash, ["hash"]) for c in linked]
+    with timings.stage("first_stage"):
+        hits = first_stage(env, query.embedding, s.semantic_path_top_k)
+    with timings.stage("tiers"):
+        semantic_followups, documents = split_followups(hits)
+        semantic_hits = [followup_hit(c, query.text, query.criterion_hash, ["semantic"])
+                         for c in semantic_followups]
+        tiered = assign_tiers(hash_hits, semantic_hits, query.text, s.fuzzy_match_threshold)
+        kept, dropped = merge_tiers(tiered, s.max_followup_rounds)
+    with timings.stage("rerank"):
+        ranked = rerank(env, query.text, documents)
+    with timings.stage("select"):
+        evidence = select_top(env, ranked, s.top_reranked_n)
+    return StrategyResult(
+        evidence=evidence, followups=context_order(kept), first_stage=hits, reranked=ranked,
+        hash_path=[h for h in tiered if "hash" in h.found_by],
+        semantic_path=[h for h in tiered if "semantic" in h.found_by],
+        dropped_followups=dropped,
+    )
+
+
+STRATEGY = Strategy(
+    name="tiered",
+    seed="003",
+    summary="hash-filtered vector search (3) + semantic search (10), tiers high/medium/low "
+            "(difflib >= 0.7), max 3; documents of the semantic path reranked, top 6",
+    run=run,
+)

@@ -1,0 +1,363 @@
+"""The library's front door: ingest documents and rounds, report status, retrieve with a trace."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from core.config import Settings
+from core.context import format_context_xml, format_prompt
+from core.embedding import Embedder, SentenceTransformerEmbedder
+from core.errors import UserInputError
+from core.hashing import criterion_hash
+from core.ingest.documents import (
+    PreparedDocument,
+    check_document_type,
+    collect_files,
+    prepare_document,
+)
+from core.ingest.questionnaire import load_payload_file, parse_payload, payload_records
+from core.models import (
+    DOCUMENT_SOURCE_TYPE,
+    FOLLOWUP_SOURCE_TYPE,
+    QuestionnairePayload,
+    RerankerStatus,
+    RetrievalTrace,
+    StoredRecord,
+)
+from core.rerank import Reranker, load_reranker
+from core.stages import RetrievalEnv, Timings
+from core.store import EvidenceStore, VendorCollections, check_vendor_id, get_all
+from core.strategies import DEFAULT_STRATEGY, Query, get_strategy
+
+Progress = Callable[[str, int, int], None]
+MAX_CRITERION_CHARS = 2000
+
+
+class DocumentOutcome(BaseModel):
+    source: str
+    status: str  # added | replaced | unchanged
+    chunks: int
+    pages: int | None = None
+
+
+class DocumentIngestReport(BaseModel):
+    vendor_id: str
+    type: str
+    round_number: int | None
+    documents: list[DocumentOutcome]
+    chunks_written: int
+
+
+class QuestionnaireIngestReport(BaseModel):
+    indexed_count: int
+    round_number: int
+    vendor_id: str
+
+
+class VendorStatus(BaseModel):
+    vendor_id: str
+    documents: int
+    chunks: int
+    followup_responses: int
+    rounds: list[int]
+    by_type: dict[str, int]
+    incomplete_chunks: int = 0
+
+
+def _sha16(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+class Workbench:
+    """One store, one embedder, one reranker; thread-safe for concurrent retrievals."""
+
+    def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None,
+                 reranker: Reranker | None = None,
+                 reranker_status: RerankerStatus | None = None) -> None:
+        self.settings = settings or Settings()
+        self.store = EvidenceStore(self.settings)
+        self._embedder = embedder
+        self._reranker = reranker
+        self._reranker_status = reranker_status
+        if reranker is not None and reranker_status is None:
+            self._reranker_status = RerankerStatus(
+                name=reranker.name, ran=True, reason="reranker supplied by the caller")
+        self._lock = threading.Lock()
+        self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    # Models ------------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        with self._lock:
+            if self._embedder is None:
+                self._embedder = SentenceTransformerEmbedder(
+                    self.settings.embedding_model, batch_size=self.settings.embed_batch_size,
+                    allow_downloads=self.settings.allow_model_downloads,
+                )
+            return self._embedder
+
+    def reranker(self) -> tuple[Reranker | None, RerankerStatus]:
+        """The reranker and what it is; loaded (or found missing) once."""
+        with self._lock:
+            if self._reranker_status is None:
+                self._reranker, self._reranker_status = load_reranker(self.settings)
+            return self._reranker, self._reranker_status
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The query embedding, cached: the same criterion is embedded once per process."""
+        with self._lock:
+            cached = self._query_cache.get(text)
+            if cached is not None:
+                self._query_cache.move_to_end(text)
+                return cached
+        vector = self.embedder.embed([text])[0]
+        with self._lock:
+            self._query_cache[text] = vector
+            while len(self._query_cache) > 512:
+                self._query_cache.popitem(last=False)
+        return vector
+
+    # Ingest: documents -------------------------------------------------------------------
+
+    def ingest_documents(self, vendor_id: str, paths: Iterable[Path | str], *,
+                         doc_type: str = "tc_files", round_number: int | None = None,
+                         progress: Progress | None = None) -> DocumentIngestReport:
+        """Validate every file first, then write each document completely or not at all."""
+        check_vendor_id(vendor_id)
+        check_document_type(doc_type, round_number)
+        files = collect_files(Path(p) for p in paths)
+        s = self.settings
+        prepared = []
+        for i, doc in enumerate(files, start=1):
+            prepared.append(prepare_document(doc, s.chunk_size, s.chunk_overlap))
+            if progress:
+                progress("reading", i, len(files))
+
+        existing = self._existing_vendor(vendor_id)
+        committed = self._manifest(existing) if existing else {}
+        outcomes: list[DocumentOutcome] = []
+        to_write: list[tuple[PreparedDocument, str, str, list[StoredRecord]]] = []
+        for doc in prepared:
+            doc_key = _sha16(doc.source)
+            version = _sha16(f"{doc.digest}|{s.chunk_size}|{s.chunk_overlap}|{doc_type}|"
+                             f"{round_number}")
+            previous = committed.get(doc_key)
+            if previous and previous.get("version") == version:
+                outcomes.append(DocumentOutcome(source=doc.source, status="unchanged",
+                                                chunks=int(previous["chunks"]), pages=doc.pages))
+                continue
+            records = self._document_records(vendor_id, doc, doc_key, version, doc_type,
+                                             round_number)
+            status = "replaced" if previous else "added"
+            outcomes.append(DocumentOutcome(source=doc.source, status=status,
+                                            chunks=len(records), pages=doc.pages))
+            to_write.append((doc, doc_key, version, records))
+
+        texts = [r.text for _, _, _, records in to_write for r in records]
+        embeddings = self._embed_all(texts, progress)
+        written = 0
+        if to_write:
+            vendor = self.store.open_vendor(vendor_id, create=True,
+                                            embedding_model=self.embedder.name)
+            offset = 0
+            for doc, doc_key, version, records in to_write:
+                vectors = embeddings[offset : offset + len(records)]
+                offset += len(records)
+                self._commit_document(vendor, doc, doc_key, version, doc_type, round_number,
+                                      records, vectors)
+                written += len(records)
+        if existing:
+            for doc in prepared:  # finish any clean-up an interrupted run left behind
+                doc_key = _sha16(doc.source)
+                if doc_key in committed and all(doc_key != k for _, k, _, _ in to_write):
+                    self._delete_stale(existing, doc_key, committed[doc_key]["version"])
+        return DocumentIngestReport(vendor_id=vendor_id, type=doc_type, round_number=round_number,
+                                    documents=outcomes, chunks_written=written)
+
+    def _document_records(self, vendor_id: str, doc: PreparedDocument, doc_key: str,
+                          version: str, doc_type: str, round_number: int | None
+                          ) -> list[StoredRecord]:
+        records = []
+        for index, (text, page) in enumerate(doc.chunks):
+            metadata: dict[str, Any] = {
+                "source_type": DOCUMENT_SOURCE_TYPE,
+                "type": doc_type,
+                "source": doc.source,
+                "vendor_id": vendor_id,
+                "doc_key": doc_key,
+                "doc_sha": version,
+                "chunk_index": index,
+            }
+            if page is not None:
+                metadata["page"] = page
+            if round_number is not None:
+                metadata["round_number"] = round_number
+            records.append(StoredRecord(id=f"doc-{doc_key}-{version}-{index}", text=text,
+                                        metadata=metadata))
+        return records
+
+    def _commit_document(self, vendor: VendorCollections, doc: PreparedDocument, doc_key: str,
+                         version: str, doc_type: str, round_number: int | None,
+                         records: Sequence[StoredRecord], vectors: np.ndarray) -> None:
+        # 1. chunks of the new version; 2. the manifest entry that makes them visible;
+        # 3. the old version's chunks removed. A crash anywhere leaves old or new, never half.
+        self.store.upsert(vendor.chunks, records, vectors)
+        manifest: dict[str, Any] = {
+            "source": doc.source, "type": doc_type, "digest": version, "version": version,
+            "file_sha256": doc.digest, "chunks": len(records),
+            "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        if round_number is not None:
+            manifest["round_number"] = round_number
+        if doc.pages is not None:
+            manifest["pages"] = doc.pages
+        vendor.manifest.upsert(ids=[doc_key], metadatas=[manifest], embeddings=[[1.0]],
+                               documents=[doc.source])
+        self._delete_stale(vendor, doc_key, version)
+
+    def _delete_stale(self, vendor: VendorCollections, doc_key: str, version: str) -> None:
+        vendor.chunks.delete(where={"$and": [{"doc_key": doc_key}, {"doc_sha": {"$ne": version}}]})
+
+    def _embed_all(self, texts: Sequence[str], progress: Progress | None) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 1), dtype=np.float32)
+        step = max(self.settings.embed_batch_size * 4, 1)
+        parts = []
+        for start in range(0, len(texts), step):
+            parts.append(self.embedder.embed(texts[start : start + step]))
+            if progress:
+                progress("embedding", min(start + step, len(texts)), len(texts))
+        return np.concatenate(parts)
+
+    def _existing_vendor(self, vendor_id: str) -> VendorCollections | None:
+        """The vendor's collections if it exists; a case-only clash is refused before any
+        embedding or write."""
+        vendors = self.store.vendor_ids()
+        if vendor_id in vendors:
+            return self.store.open_vendor(vendor_id, embedding_model=self.embedder.name)
+        self.store.refuse_case_clash(vendor_id, vendors)
+        return None
+
+    @staticmethod
+    def _manifest(vendor: VendorCollections) -> dict[str, dict[str, Any]]:
+        found = get_all(vendor.manifest, include=("metadatas",))
+        return dict(zip(found["ids"], found["metadatas"], strict=True))
+
+    # Ingest: questionnaire rounds --------------------------------------------------------
+
+    def ingest_questionnaire(self, payload: QuestionnairePayload | dict[str, Any],
+                             *, progress: Progress | None = None) -> QuestionnaireIngestReport:
+        """Store a whole round in one write: every response, or none."""
+        if not isinstance(payload, QuestionnairePayload):
+            payload = parse_payload(payload, max_responses=self.settings.max_responses_per_round)
+        elif len(payload.responses) > self.settings.max_responses_per_round:
+            raise UserInputError(
+                f"payload: responses holds {len(payload.responses)} entries; at most "
+                f"{self.settings.max_responses_per_round} are allowed in one round.")
+        self._existing_vendor(payload.vendor_id)
+        records = payload_records(payload)
+        vectors = self._embed_all([r.text for r in records], progress)
+        vendor = self.store.open_vendor(payload.vendor_id, create=True,
+                                        embedding_model=self.embedder.name)
+        if len(records) > self.store.max_batch_size():  # cannot happen at <= 100 responses
+            raise UserInputError("payload: too many responses to write in one batch.")
+        self.store.upsert(vendor.chunks, records, vectors)
+        return QuestionnaireIngestReport(indexed_count=len(records),
+                                         round_number=payload.round_number,
+                                         vendor_id=payload.vendor_id)
+
+    def load_questionnaires(self, files: Iterable[Path | str]) -> list[QuestionnairePayload]:
+        """Validate every file before any is written."""
+        return [load_payload_file(Path(f), max_responses=self.settings.max_responses_per_round)
+                for f in files]
+
+    # Status ------------------------------------------------------------------------------
+
+    def vendor_ids(self) -> list[str]:
+        return self.store.vendor_ids()
+
+    def status(self, vendor_id: str | None = None) -> list[VendorStatus]:
+        """What the store holds, per vendor; only completed documents are counted."""
+        vendors = [vendor_id] if vendor_id else self.store.vendor_ids()
+        return [self._vendor_status(self.store.open_vendor(v)) for v in vendors]
+
+    def _vendor_status(self, vendor: VendorCollections) -> VendorStatus:
+        manifest = self._manifest(vendor)
+        versions = {key: meta["version"] for key, meta in manifest.items()}
+        records = get_all(vendor.chunks, include=("metadatas",))["metadatas"]
+        by_type: Counter[str] = Counter()
+        rounds: set[int] = set()
+        chunks = followups = incomplete = 0
+        for meta in records:
+            if meta.get("source_type") == FOLLOWUP_SOURCE_TYPE:
+                followups += 1
+                rounds.add(int(meta["round_number"]))
+                by_type[str(meta["type"])] += 1
+            elif versions.get(meta.get("doc_key")) == meta.get("doc_sha"):
+                chunks += 1
+                by_type[str(meta["type"])] += 1
+            else:
+                incomplete += 1
+        return VendorStatus(
+            vendor_id=vendor.vendor_id, documents=len(manifest), chunks=chunks,
+            followup_responses=followups, rounds=sorted(rounds),
+            by_type=dict(sorted(by_type.items())), incomplete_chunks=incomplete,
+        )
+
+    # Retrieve ----------------------------------------------------------------------------
+
+    def retrieve(self, vendor_id: str, criterion: str,
+                 strategy: str = DEFAULT_STRATEGY) -> RetrievalTrace:
+        """Run one strategy for one criterion of one vendor; every stage lands in the trace."""
+        chosen = get_strategy(strategy)
+        criterion = _check_criterion(criterion)
+        started = time.perf_counter()
+        timings = Timings()
+        vendor = self.store.open_vendor(vendor_id, embedding_model=self.embedder.name)
+        reranker, reranker_status = self.reranker()
+        env = RetrievalEnv(settings=self.settings, vendor=vendor, embedder=self.embedder,
+                           reranker=reranker, reranker_status=reranker_status,
+                           embed_query=self.embed_query)
+        if not reranker_status.ran:
+            env.notes.append(f"No reranker ran: {reranker_status.reason}.")
+        with timings.stage("embed_query"):
+            query = Query(text=criterion, criterion_hash=criterion_hash(criterion),
+                          embedding=self.embed_query(criterion))
+        result = chosen.run(env, query, timings)
+        with timings.stage("format"):
+            context = format_context_xml(result.evidence, result.followups)
+            prompt = format_prompt(criterion, result.evidence, result.followups)
+        timings.ms["total"] = (time.perf_counter() - started) * 1000.0
+        return RetrievalTrace(
+            vendor_id=vendor_id, criterion=criterion, criterion_hash=query.criterion_hash,
+            strategy=chosen.name, reranker=reranker_status,
+            embedding_model=self.embedder.name, constants=self.settings.seed_constants(),
+            context=context, prompt=prompt, followups=result.followups,
+            evidence=result.evidence, first_stage=result.first_stage,
+            hash_path=result.hash_path, semantic_path=result.semantic_path,
+            reranked=result.reranked, dropped_followups=result.dropped_followups,
+            notes=env.notes, timings_ms={k: round(v, 3) for k, v in timings.ms.items()},
+        )
+
+
+def _check_criterion(criterion: object) -> str:
+    if not isinstance(criterion, str) or not criterion.strip():
+        raise UserInputError("The criterion is empty; give the criterion question to retrieve for.")
+    if "\x00" in criterion:
+        raise UserInputError("The criterion contains a NUL byte.")
+    if len(criterion) > MAX_CRITERION_CHARS:
+        raise UserInputError(
+            f"The criterion is {len(criterion)} characters long; at most {MAX_CRITERION_CHARS} "
+            "are allowed.")
+    return criterion.strip()
