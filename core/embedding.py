@@ -21,6 +21,10 @@ class Embedder(ABC):
 
     name: str
 
+    def warm_up(self) -> None:
+        """Load whatever the embedder needs; a no-op for embedders with nothing to load."""
+        return None
+
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Return an array of shape (len(texts), dimension)."""

@@ -331,6 +331,8 @@ class Workbench:
                            embed_query=self.embed_query)
         if not reranker_status.ran:
             env.notes.append(f"No reranker ran: {reranker_status.reason}.")
+        with timings.stage("load_model"):  # ~0 once loaded; kept apart from query time
+            self.embedder.warm_up()
         with timings.stage("embed_query"):
             query = Query(text=criterion, criterion_hash=criterion_hash(criterion),
                           embedding=self.embed_query(criterion))

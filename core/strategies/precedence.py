@@ -13,10 +13,10 @@ from core.stages import (
     fetch_linked_followups,
     first_stage,
     followup_hit,
+    keep_latest_rounds,
     merge_tiers,
     rerank,
     select_top,
-    split_followups,
     top_by_first_stage,
 )
 from core.strategies.base import Query, Strategy, StrategyResult
@@ -29,25 +29,28 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
     with timings.stage("first_stage"):
         hits = first_stage(env, query.embedding, s.top_first_stage_n)
     with timings.stage("tiers"):
-        rank_of = {c.id: c for c in hits}
-        hash_hits = []
-        for c in linked:
-            seen = rank_of.get(c.id)
-            hit = followup_hit(seen or c, query.text, query.criterion_hash,
-                               ["hash", "first_stage"] if seen else ["hash"])
-            hash_hits.append(hit)
+        by_id = {c.id: c for c in hits}
+        semantic_ids = {c.id for c in hits[: s.semantic_path_top_k] if c.is_followup}
+        hash_hits = [
+            followup_hit(by_id.get(c.id, c), query.text, query.criterion_hash,
+                         ["hash"] + (["first_stage"] if c.id in by_id else [])
+                         + (["semantic"] if c.id in semantic_ids else []))
+            for c in linked
+        ]
+        hash_hits = assign_tiers(hash_hits, [], query.text, s.fuzzy_match_threshold)
+        # Seeds 000 and 003: the latest MAX_FOLLOWUP_ROUNDS linked responses, then tiers.
+        latest, capped = keep_latest_rounds(hash_hits, s.max_followup_rounds)
         # Scoped precedence: the semantic path only vouches for follow-ups linked to a
         # near-copy of this criterion (typo fix, light edit). Ad-hoc answers and answers to
         # other criteria compete as ordinary evidence instead of claiming the top priority.
-        followups_in_search, _ = split_followups(hits[: s.semantic_path_top_k])
-        semantic_hits = [
-            hit for hit in (followup_hit(c, query.text, query.criterion_hash, ["semantic"])
-                            for c in followups_in_search)
-            if hit.hash_match
-            or criterion_text_similarity(hit, query.text) >= s.fuzzy_match_threshold
+        fallback = [
+            hit for hit in (followup_hit(by_id[i], query.text, query.criterion_hash, ["semantic"])
+                            for i in by_id if i in semantic_ids)
+            if not hit.hash_match
+            and criterion_text_similarity(hit, query.text) >= s.fuzzy_match_threshold
         ]
-        tiered = assign_tiers(hash_hits, semantic_hits, query.text, s.fuzzy_match_threshold)
-        kept, dropped = merge_tiers(tiered, s.max_followup_rounds)
+        fallback = assign_tiers([], fallback, query.text, s.fuzzy_match_threshold)
+        kept, crowded = merge_tiers(latest + fallback, s.max_followup_rounds)
         # Hash-linked follow-ups never compete as excerpts (kept or capped); any other
         # follow-up not in the follow-up entry is ordinary evidence (seed 000).
         withheld = {h.id for h in kept} | {c.id for c in linked}
@@ -61,9 +64,9 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
         evidence = select_top(env, boosted, s.top_reranked_n)
     return StrategyResult(
         evidence=evidence, followups=context_order(kept), first_stage=hits, reranked=boosted,
-        hash_path=[h for h in tiered if "hash" in h.found_by],
-        semantic_path=[h for h in tiered if "semantic" in h.found_by],
-        dropped_followups=dropped,
+        hash_path=hash_hits,
+        semantic_path=[h for h in hash_hits + fallback if "semantic" in h.found_by],
+        dropped_followups=capped + crowded,
     )
 
 
