@@ -10,6 +10,7 @@ from pathlib import Path
 
 from core.errors import UserInputError
 from core.hashing import file_digest
+from core.ingest import decode_utf8, read_user_file
 
 SUPPORTED_SUFFIXES = (".md", ".txt", ".pdf")
 DOCUMENT_TYPES = ("tc_files", "followup_document", "soc2_summary:TRACK")
@@ -92,13 +93,7 @@ def read_pages(path: Path, data: bytes) -> list[tuple[str, int | None]]:
         return _read_pdf(path, data)
     if b"\x00" in data:
         raise UserInputError(f"{path} is not a text file (it contains NUL bytes).")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UserInputError(
-            f"{path} is not valid UTF-8 text (byte {exc.start} cannot be decoded)."
-        ) from None
-    return [(text, None)]
+    return [(decode_utf8(path, data), None)]
 
 
 def _read_pdf(path: Path, data: bytes) -> list[tuple[str, int | None]]:
@@ -134,10 +129,7 @@ def make_splitter(chunk_size: int, chunk_overlap: int, suffix: str):
 
 def prepare_document(doc: DocumentFile, chunk_size: int, chunk_overlap: int) -> PreparedDocument:
     """Read and chunk one file; a PDF is split page by page so each chunk keeps its page."""
-    try:
-        data = doc.path.read_bytes()
-    except OSError as exc:
-        raise UserInputError(f"{doc.path} cannot be read ({exc.strerror}).") from None
+    data = read_user_file(doc.path)
     pages = read_pages(doc.path, data)
     splitter = make_splitter(chunk_size, chunk_overlap, doc.path.suffix.lower())
     chunks = [

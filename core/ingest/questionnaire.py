@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from core.errors import UserInputError
 from core.hashing import content_hash, criterion_question_hash, format_embedding_content
+from core.ingest import decode_utf8, read_user_file
 from core.models import (
     FOLLOWUP_SOURCE_TYPE,
     QuestionnairePayload,
@@ -46,19 +47,9 @@ def parse_payload(data: Any, *, where: str = "payload", max_responses: int = 100
 
 def load_payload_file(path: Path, *, max_responses: int = 100) -> QuestionnairePayload:
     """Read and validate one questionnaire file."""
-    path = Path(path)
+    raw = read_user_file(path)
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise UserInputError(f"{path} does not exist.") from None
-    except IsADirectoryError:
-        raise UserInputError(f"{path} is a folder, not a questionnaire JSON file.") from None
-    except OSError as exc:
-        raise UserInputError(f"{path} cannot be read ({exc.strerror}).") from None
-    try:
-        data = json.loads(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError as exc:
-        raise UserInputError(f"{path} is not UTF-8 text (byte {exc.start}).") from None
+        data = json.loads(decode_utf8(path, raw))
     except json.JSONDecodeError as exc:
         raise UserInputError(
             f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})."

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import UserInputError
+from core.ingest import decode_utf8, read_user_file
 
 _ROUND_DIR = re.compile(r"round_(\d+)")
 
@@ -82,14 +83,7 @@ def ingest_sample(workbench, root: Path = DEFAULT_SAMPLE_DIR,
 
 def load_criteria(path: Path) -> list[str]:
     """One criterion per line, blank lines skipped."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserInputError(f"{path} does not exist.") from None
-    except UnicodeDecodeError:
-        raise UserInputError(f"{path} is not UTF-8 text.") from None
-    except OSError as exc:
-        raise UserInputError(f"{path} cannot be read ({exc.strerror}).") from None
+    text = decode_utf8(path, read_user_file(path))
     criteria = [line.strip() for line in text.splitlines() if line.strip()]
     if not criteria:
         raise UserInputError(f"{path} holds no criteria (one per line).")
