@@ -67,8 +67,9 @@ NO_DOCUMENTS = "No supporting documentation was retrieved for this criterion."
 def quoted(text: str) -> str:
     """Vendor text in the prompt: every continuation line indented, so no line it writes
     can start at column 0, where the prompt's own section markers live."""
-    clean = _NOT_XML.sub("\ufffd", text).replace("\r\n", "\n").replace("\r", "\n")
-    return "\n  ".join(line.rstrip() for line in clean.split("\n"))
+    # splitlines() knows every line break a reader may honour (CR, NEL, U+2028, U+2029...).
+    lines = _NOT_XML.sub("\ufffd", text).splitlines() or [""]
+    return "\n  ".join(line.rstrip() for line in lines)
 
 
 def format_followups_prompt(followups: Sequence[FollowupHit]) -> str:
