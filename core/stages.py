@@ -207,9 +207,15 @@ def keep_latest_rounds(hits: Sequence[FollowupHit], limit: int
 
 def assign_tiers(hash_hits: Sequence[FollowupHit], semantic_hits: Sequence[FollowupHit],
                  criterion: str, threshold: float) -> list[FollowupHit]:
-    """Seed 003's tiers, each with its reason in words; a hit found twice appears once."""
+    """Seed 003's tiers, each with its reason in words; a hit found twice appears once.
+
+    A follow-up that carries the criterion hash is tiered by the hash rule even when only
+    the semantic path found it (a path-1 limit can leave it out): seed 003's tier table
+    reserves "low" for follow-ups with no hash match."""
     tiered: dict[str, FollowupHit] = {}
-    for hit in hash_hits:
+    linked_by_search = [h for h in semantic_hits if h.hash_match and
+                        h.id not in {x.id for x in hash_hits}]
+    for hit in [*hash_hits, *linked_by_search]:
         similar = hit.question_similarity >= threshold
         tier = "high" if similar else "medium"
         if hit.question_similarity >= 0.999:

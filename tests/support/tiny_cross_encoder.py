@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import json
 import pathlib
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
-import numpy as np
 import onnx
 from onnx import TensorProto, helper
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
@@ -166,7 +165,7 @@ def build_tiny_cross_encoder(
     cache_dir: pathlib.Path,
     model_name: str = DEFAULT_MODEL_NAME,
     *,
-    vocabulary: Optional[Iterable[str]] = None,
+    vocabulary: Iterable[str] | None = None,
 ) -> pathlib.Path:
     """Write a tiny FlashRank-compatible cross-encoder into ``cache_dir/model_name``.
 
