@@ -42,6 +42,16 @@ def question_similarity(criterion: str, question: str) -> float:
     return difflib.SequenceMatcher(None, criterion.lower(), question.lower()).ratio()
 
 
+def criterion_similarity(criterion: str, other: str, *, at_least: float = 0.0) -> float:
+    """difflib ratio of two criterion texts after normalising case and white space.
+
+    With `at_least`, pairs that cannot reach it are answered 0.0 by the cheap upper bounds."""
+    matcher = difflib.SequenceMatcher(None, normalize_text(criterion), normalize_text(other))
+    if at_least and (matcher.real_quick_ratio() < at_least or matcher.quick_ratio() < at_least):
+        return 0.0
+    return matcher.ratio()
+
+
 def file_digest(data: bytes) -> str:
     """SHA-256 of a file's bytes: the version of a document."""
     return hashlib.sha256(data).hexdigest()

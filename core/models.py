@@ -16,6 +16,7 @@ FOLLOWUP_SOURCE_TYPE = "follow_up_response"
 DOCUMENT_SOURCE_TYPE = "document"
 
 Tier = Literal["high", "medium", "low"]
+FoundBy = Literal["hash", "semantic", "first_stage", "near_copy"]
 
 
 def is_valid_vendor_id(vendor_id: object) -> bool:
@@ -155,7 +156,7 @@ class FollowupHit(BaseModel):
     question_text: str
     answer_text: str
     hash_match: bool
-    found_by: list[Literal["hash", "semantic", "first_stage"]] = Field(default_factory=list)
+    found_by: list[FoundBy] = Field(default_factory=list)
     question_similarity: float
     tier: Tier | None = None
     tier_reason: str = ""

@@ -12,9 +12,10 @@ import numpy as np
 
 from core.config import Settings
 from core.embedding import Embedder
-from core.hashing import normalize_text, question_similarity
+from core.hashing import criterion_similarity, question_similarity
 from core.models import (
     DOCUMENT_SOURCE_TYPE,
+    FOLLOWUP_SOURCE_TYPE,
     Candidate,
     DroppedFollowup,
     FollowupHit,
@@ -245,22 +246,66 @@ def criterion_text_similarity(hit: FollowupHit, criterion: str) -> float:
     """How close the criterion a follow-up was linked to is to this one (0 for ad-hoc)."""
     if not hit.criterion_question_text:
         return 0.0
-    return question_similarity(normalize_text(criterion),
-                               normalize_text(hit.criterion_question_text))
+    return criterion_similarity(criterion, hit.criterion_question_text)
 
 
 def _low_tier_reason(hit: FollowupHit, criterion: str) -> str:
-    where = f" at first-stage rank {hit.first_stage_rank}" if hit.first_stage_rank else ""
+    if "near_copy" in hit.found_by:
+        how = "found by its linked criterion text"
+    else:
+        where = f" at first-stage rank {hit.first_stage_rank}" if hit.first_stage_rank else ""
+        how = f"found by semantic search{where}"
     if not hit.criterion_question_text:
-        return (f"no hash match (ad-hoc question, no criterion); found by semantic "
-                f"search{where}: low")
+        return f"no hash match (ad-hoc question, no criterion); {how}: low"
     similarity = criterion_text_similarity(hit, criterion)
     if similarity >= 0.9:
-        how = (f"its criterion text differs slightly (similarity {similarity:.2f}; "
-               "edited or typo-fixed)")
+        what = (f"its criterion text differs slightly (similarity {similarity:.2f}; "
+                "edited or typo-fixed)")
     else:
-        how = "it answers a different criterion"
-    return f"no hash match, {how}; found by semantic search{where}: low"
+        what = f"it answers a different criterion (similarity {similarity:.2f})"
+    return f"no hash match, {what}; {how}: low"
+
+
+def fetch_near_copy_followups(env: RetrievalEnv, criterion: str, criterion_hash: str,
+                              threshold: float, query_embedding: np.ndarray) -> list[Candidate]:
+    """Follow-ups linked to a near-copy of this criterion (a typo fix, a light edit), found
+    through their stored criterion text: a metadata scan, so no search window can miss one."""
+    found = get_all(env.vendor.chunks, where={"source_type": FOLLOWUP_SOURCE_TYPE},
+                    include=("metadatas",))
+    similarity_of: dict[str, float] = {}
+    ids = []
+    for record_id, meta in zip(found["ids"], found["metadatas"], strict=True):
+        linked = meta.get("original_criterion_question_text")
+        if not linked or meta.get("criterion_question_hash") == criterion_hash:
+            continue
+        if linked not in similarity_of:
+            similarity_of[linked] = criterion_similarity(criterion, linked, at_least=threshold)
+        if similarity_of[linked] >= threshold:
+            ids.append(record_id)
+    if not ids:
+        return []
+    records = env.vendor.chunks.get(ids=ids, include=["documents", "metadatas", "embeddings"])
+    scores = np.asarray(records["embeddings"], dtype=np.float32) @ np.asarray(
+        query_embedding, dtype=np.float32)
+    return [
+        candidate_from_record(record_id, text, metadata, score=float(score))
+        for record_id, text, metadata, score in zip(
+            records["ids"], records["documents"], records["metadatas"], scores, strict=True)
+    ]
+
+
+def competing_followup(hit: FollowupHit, criterion: str, threshold: float) -> FollowupHit:
+    """A follow-up the semantic path saw but precedence does not vouch for, and why."""
+    if not hit.criterion_question_text:
+        why = "ad-hoc question (no criterion)"
+    else:
+        similarity = criterion_text_similarity(hit, criterion)
+        why = (f"linked to a different criterion (similarity {similarity:.2f} < "
+               f"{threshold:.2f})")
+    return hit.model_copy(update={
+        "tier": None,
+        "tier_reason": f"no hash match, {why}; competes as ordinary evidence",
+    })
 
 
 def merge_tiers(hits: Sequence[FollowupHit], limit: int

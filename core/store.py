@@ -99,8 +99,14 @@ class EvidenceStore:
 
     # Vendors -------------------------------------------------------------------------
 
+    def exists(self) -> bool:
+        """False for an embedded store that was never written: reading it creates nothing."""
+        return bool(self.settings.chroma_host) or (self.settings.store / "chroma.sqlite3").exists()
+
     def vendor_ids(self) -> list[str]:
         """Every vendor that has a chunk collection, sorted."""
+        if not self.exists():
+            return []
         vendors = []
         for collection in self.client.list_collections():
             name = collection if isinstance(collection, str) else collection.name

@@ -207,24 +207,38 @@ def test_tier_labels_never_contradict_the_hash(bench, strategy):
 EDITED = "Does the vendor encrypt all stored data using AES-256 or stronger?"
 
 
-@BOTH
-def test_edited_criterion_orphans_old_followups_to_the_low_tier(bench, strategy):
+def test_edited_criterion_orphans_old_followups_to_the_low_tier_in_tiered(bench):
+    """Seed 003 as written: the semantic path puts any follow-up it sees in the low tier."""
     bench.ingest_questionnaire(payload(1, [response(
         AES_CRITERION, "Yes, all stored data uses AES-256.")]))
     assert criterion_hash(EDITED) != criterion_hash(AES_CRITERION)
 
-    trace = bench.retrieve(VENDOR, EDITED, strategy)
+    trace = bench.retrieve(VENDOR, EDITED, "tiered")
 
     assert not [h for h in trace.hash_path or [] if h.hash_match]
-    hits = all_hits(trace)
-    assert hits  # the semantic fallback found it
-    for hit in hits:
-        assert hit.hash_match is False
-        assert hit.tier not in ("high", "medium")
     [hit] = trace.followups
+    assert hit.hash_match is False
     assert hit.tier == "low"
     assert hit.found_by == ["semantic"]
     assert hit.tier_reason.startswith("no hash match")
+
+
+def test_substantially_edited_criterion_competes_as_evidence_in_precedence(bench):
+    """Scoped precedence: an answer linked to a criterion this different (difflib < 0.90)
+    is not vouched for as a follow-up, yet the semantic fallback still brings it into the
+    context as an ordinary excerpt."""
+    bench.ingest_questionnaire(payload(1, [response(
+        AES_CRITERION, "Yes, all stored data uses AES-256.")]))
+
+    trace = bench.retrieve(VENDOR, EDITED, "precedence")
+
+    assert trace.followups == []
+    [seen] = [h for h in trace.semantic_path or [] if not h.hash_match]
+    assert seen.tier is None
+    assert seen.tier_reason.startswith("no hash match, linked to a different criterion")
+    assert seen.tier_reason.endswith("competes as ordinary evidence")
+    assert seen.id in [e.id for e in trace.evidence]
+    assert "Yes, all stored data uses AES-256." in trace.context
 
 
 BACKUP_CRITERION = "Are backups of production databases tested quarterly?"
@@ -271,6 +285,25 @@ def test_typo_fix_still_surfaces_old_followups_as_low(bench, strategy):
     assert "[Round 1]" in last_entry(trace.context)
 
 
+def test_typo_fixed_followup_is_found_by_its_criterion_text_when_search_misses_it(
+        workbench, tmp_path):
+    """precedence finds near-copy follow-ups by metadata, not through the top-10 window."""
+    crowd = {f"crowd_{i:02d}.md": "The vendor encrypts data at rest using AES-256 keys, "
+             f"rotated in region {i}." for i in range(30)}
+    ingest_docs(workbench, tmp_path / "crowd", crowd)
+    workbench.ingest_questionnaire(payload(2, [response(
+        "Which cipher?", "GCM mode.", criterion=TYPO)]))
+
+    trace = workbench.retrieve(VENDOR, AES_CRITERION, "precedence")
+
+    [hit] = trace.followups
+    assert hit.criterion_question_text == TYPO and hit.tier == "low"
+    assert "near_copy" in hit.found_by and "semantic" not in hit.found_by
+    assert hit.tier_reason.endswith("found by its linked criterion text: low")
+    tiered = workbench.retrieve(VENDOR, AES_CRITERION, "tiered")
+    assert tiered.followups == []  # seed 003's top-10 semantic path cannot see it
+
+
 # Ad-hoc questions (no criterion) -----------------------------------------------------------
 
 @BOTH
@@ -290,7 +323,8 @@ def test_ad_hoc_question_is_never_hash_linked(bench, strategy, criterion):
         assert hit.hash_match is False
         assert hit.criterion_question_hash is None
         assert "hash" not in hit.found_by
-        assert hit.tier == "low"
+        # tiered labels it low; precedence does not vouch for it at all
+        assert hit.tier == ("low" if strategy == "tiered" else None)
         assert "ad-hoc" in hit.tier_reason
     if strategy == "precedence":
         # Scoped precedence: an ad-hoc answer competes as ordinary evidence.

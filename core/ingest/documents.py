@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterable
@@ -104,6 +105,10 @@ def _read_pdf(path: Path, data: bytes) -> list[tuple[str, int | None]]:
 
     if not data.startswith(b"%PDF-"):
         raise UserInputError(f"{path} is not a PDF file (it does not start with %PDF-).")
+    # pypdf logs its repairs of damaged files; the refusal sentence below says it once.
+    pypdf_logger = logging.getLogger("pypdf")
+    saved_level = pypdf_logger.level
+    pypdf_logger.setLevel(logging.CRITICAL)
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
@@ -116,6 +121,8 @@ def _read_pdf(path: Path, data: bytes) -> list[tuple[str, int | None]]:
         raise UserInputError(
             f"{path} is not a readable PDF ({' '.join(str(exc).split())[:120]})."
         ) from None
+    finally:
+        pypdf_logger.setLevel(saved_level)
 
 
 def make_splitter(chunk_size: int, chunk_overlap: int, suffix: str):

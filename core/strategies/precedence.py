@@ -8,9 +8,10 @@ from core.stages import (
     Timings,
     assign_tiers,
     boost_followup_documents,
+    competing_followup,
     context_order,
-    criterion_text_similarity,
     fetch_linked_followups,
+    fetch_near_copy_followups,
     first_stage,
     followup_hit,
     keep_latest_rounds,
@@ -26,30 +27,35 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
     s = env.settings
     with timings.stage("hash_fetch"):
         linked = fetch_linked_followups(env, query.criterion_hash, query.embedding)
+    with timings.stage("near_copy"):
+        near = fetch_near_copy_followups(env, query.text, query.criterion_hash,
+                                         s.near_copy_threshold, query.embedding)
     with timings.stage("first_stage"):
         hits = first_stage(env, query.embedding, s.top_first_stage_n)
     with timings.stage("tiers"):
         by_id = {c.id: c for c in hits}
         semantic_ids = {c.id for c in hits[: s.semantic_path_top_k] if c.is_followup}
-        hash_hits = [
-            followup_hit(by_id.get(c.id, c), query.text, query.criterion_hash,
-                         ["hash"] + (["first_stage"] if c.id in by_id else [])
-                         + (["semantic"] if c.id in semantic_ids else []))
-            for c in linked
-        ]
-        hash_hits = assign_tiers(hash_hits, [], query.text, s.fuzzy_match_threshold)
+
+        def hit_for(candidate, paths):
+            seen = by_id.get(candidate.id)
+            found_by = paths + (["first_stage"] if seen else []) + (
+                ["semantic"] if candidate.id in semantic_ids else [])
+            return followup_hit(seen or candidate, query.text, query.criterion_hash, found_by)
+
+        hash_hits = assign_tiers([hit_for(c, ["hash"]) for c in linked], [], query.text,
+                                 s.fuzzy_match_threshold)
         # Seeds 000 and 003: the latest MAX_FOLLOWUP_ROUNDS linked responses, then tiers.
         latest, capped = keep_latest_rounds(hash_hits, s.max_followup_rounds)
-        # Scoped precedence: the semantic path only vouches for follow-ups linked to a
-        # near-copy of this criterion (typo fix, light edit). Ad-hoc answers and answers to
-        # other criteria compete as ordinary evidence instead of claiming the top priority.
-        fallback = [
-            hit for hit in (followup_hit(by_id[i], query.text, query.criterion_hash, ["semantic"])
-                            for i in by_id if i in semantic_ids)
-            if not hit.hash_match
-            and criterion_text_similarity(hit, query.text) >= s.fuzzy_match_threshold
+        # Scoped precedence: besides the hash, only a near-copy of this criterion (a typo
+        # fix, a light edit) vouches for a follow-up, as the low tier. Ad-hoc answers and
+        # answers to other criteria compete as ordinary evidence.
+        fallback = assign_tiers([], [hit_for(c, ["near_copy"]) for c in near], query.text,
+                                s.fuzzy_match_threshold)
+        vouched = {c.id for c in linked} | {c.id for c in near}
+        competing = [
+            competing_followup(hit_for(by_id[i], []), query.text, s.near_copy_threshold)
+            for i in by_id if i in semantic_ids and i not in vouched
         ]
-        fallback = assign_tiers([], fallback, query.text, s.fuzzy_match_threshold)
         kept, crowded = merge_tiers(latest + fallback, s.max_followup_rounds)
         # Hash-linked follow-ups never compete as excerpts (kept or capped); any other
         # follow-up not in the follow-up entry is ordinary evidence (seed 000).
@@ -65,7 +71,7 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
     return StrategyResult(
         evidence=evidence, followups=context_order(kept), first_stage=hits, reranked=boosted,
         hash_path=hash_hits,
-        semantic_path=[h for h in hash_hits + fallback if "semantic" in h.found_by],
+        semantic_path=[h for h in hash_hits if "semantic" in h.found_by] + fallback + competing,
         dropped_followups=capped + crowded,
     )
 
@@ -73,8 +79,8 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
 STRATEGY = Strategy(
     name="precedence",
     seed="000+002+003",
-    summary="all hash-linked follow-ups by metadata lookup + semantic path scoped to near-copies "
-            "of the criterion, tiered (max 3); "
+    summary="all hash-linked follow-ups by metadata lookup, latest 3, tiered; follow-ups of "
+            "near-copies of the criterion (typo fixes) as low tier; "
             "search 100, rerank top 70, follow-up documents boosted, top 6; follow-ups last",
     run=run,
 )
