@@ -45,10 +45,11 @@ class Settings(BaseSettings):
     # Seed 003: tiers and the semantic fallback path.
     fuzzy_match_threshold: float = Field(0.7, ge=0.0, le=1.0)
     semantic_path_top_k: int = Field(10, ge=1)
-    # `precedence` only: a follow-up linked to a criterion text at least this similar
-    # (difflib, normalised) is the same criterion after a typo fix or light edit, and may
-    # take the low tier; anything less similar competes as ordinary evidence.
-    near_copy_threshold: float = Field(0.9, ge=0.0, le=1.0)
+    # `precedence` only: a follow-up linked to this criterion's text with a typo (same words,
+    # at most typo_max_words differing, each this similar) counts as the same criterion and
+    # may take the low tier; any other unlinked follow-up competes as ordinary evidence.
+    typo_word_similarity: float = Field(0.75, ge=0.0, le=1.0)
+    typo_max_words: int = Field(2, ge=0)
 
     # Ingestion.
     chunk_size: int = Field(1000, ge=100)
@@ -61,6 +62,6 @@ class Settings(BaseSettings):
             "top_first_stage_n", "top_to_rerank_n", "top_reranked_n", "max_followup_rounds",
             "relevancy_cutoff", "semantic_first_stage_n", "followup_document_boost",
             "followup_boost_cap", "fuzzy_match_threshold", "semantic_path_top_k",
-            "near_copy_threshold",
+            "typo_word_similarity", "typo_max_words",
         )
         return {name: getattr(self, name) for name in names}

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import re
+
+_WORD = re.compile(r"[a-z0-9]+")
 
 
 def normalize_text(text: str) -> str:
@@ -50,6 +53,31 @@ def criterion_similarity(criterion: str, other: str, *, at_least: float = 0.0) -
     if at_least and (matcher.real_quick_ratio() < at_least or matcher.quick_ratio() < at_least):
         return 0.0
     return matcher.ratio()
+
+
+def typo_corrections(criterion: str, other: str, *, word_similarity: float = 0.75,
+                     max_words: int = 2) -> list[tuple[str, str]] | None:
+    """The (other, criterion) word pairs when the two texts differ only by typos, else None.
+
+    Same words in the same order; at most `max_words` differ, each a spelling slip (same
+    first letter, similar spelling) of a word of four or more letters with no digits.
+    "authentcation" -> "authentication" qualifies; "AES-128" -> "AES-256", "6 months" ->
+    "12 months", encrypt -> decrypt or an added word do not: those change what the
+    criterion asks, however similar the characters are."""
+    words, others = _WORD.findall(criterion.lower()), _WORD.findall(other.lower())
+    if len(words) != len(others):
+        return None
+    pairs = [(o, w) for w, o in zip(words, others, strict=True) if w != o]
+    if len(pairs) > max_words:
+        return None
+    for typo, word in pairs:
+        if min(len(typo), len(word)) < 4 or any(ch.isdigit() for ch in typo + word):
+            return None
+        if typo[0] != word[0]:  # misspellings keep the first letter; encrypt/decrypt do not
+            return None
+        if difflib.SequenceMatcher(None, typo, word).ratio() < word_similarity:
+            return None
+    return pairs
 
 
 def file_digest(data: bytes) -> str:

@@ -12,7 +12,7 @@ import numpy as np
 
 from core.config import Settings
 from core.embedding import Embedder
-from core.hashing import criterion_similarity, question_similarity
+from core.hashing import criterion_similarity, question_similarity, typo_corrections
 from core.models import (
     DOCUMENT_SOURCE_TYPE,
     FOLLOWUP_SOURCE_TYPE,
@@ -257,30 +257,36 @@ def _low_tier_reason(hit: FollowupHit, criterion: str) -> str:
         how = f"found by semantic search{where}"
     if not hit.criterion_question_text:
         return f"no hash match (ad-hoc question, no criterion); {how}: low"
+    corrections = typo_corrections(criterion, hit.criterion_question_text)
     similarity = criterion_text_similarity(hit, criterion)
-    if similarity >= 0.9:
-        what = (f"its criterion text differs slightly (similarity {similarity:.2f}; "
-                "edited or typo-fixed)")
+    if corrections:
+        fixed = ", ".join(f"{typo} -> {word}" for typo, word in corrections)
+        what = f"its criterion text differs only by a typo ({fixed})"
+    elif similarity >= 0.9:
+        what = f"its criterion text was edited (similarity {similarity:.2f})"
     else:
         what = f"it answers a different criterion (similarity {similarity:.2f})"
     return f"no hash match, {what}; {how}: low"
 
 
 def fetch_near_copy_followups(env: RetrievalEnv, criterion: str, criterion_hash: str,
-                              threshold: float, query_embedding: np.ndarray) -> list[Candidate]:
-    """Follow-ups linked to a near-copy of this criterion (a typo fix, a light edit), found
-    through their stored criterion text: a metadata scan, so no search window can miss one."""
+                              query_embedding: np.ndarray) -> list[Candidate]:
+    """Follow-ups linked to this criterion's text with a typo, found through their stored
+    criterion text: a metadata scan, so no search window can miss one."""
+    s = env.settings
     found = get_all(env.vendor.chunks, where={"source_type": FOLLOWUP_SOURCE_TYPE},
                     include=("metadatas",))
-    similarity_of: dict[str, float] = {}
+    is_typo_of: dict[str, bool] = {}
     ids = []
     for record_id, meta in zip(found["ids"], found["metadatas"], strict=True):
         linked = meta.get("original_criterion_question_text")
         if not linked or meta.get("criterion_question_hash") == criterion_hash:
             continue
-        if linked not in similarity_of:
-            similarity_of[linked] = criterion_similarity(criterion, linked, at_least=threshold)
-        if similarity_of[linked] >= threshold:
+        if linked not in is_typo_of:
+            is_typo_of[linked] = bool(typo_corrections(
+                criterion, linked, word_similarity=s.typo_word_similarity,
+                max_words=s.typo_max_words))
+        if is_typo_of[linked]:
             ids.append(record_id)
     if not ids:
         return []
@@ -294,14 +300,14 @@ def fetch_near_copy_followups(env: RetrievalEnv, criterion: str, criterion_hash:
     ]
 
 
-def competing_followup(hit: FollowupHit, criterion: str, threshold: float) -> FollowupHit:
+def competing_followup(hit: FollowupHit, criterion: str) -> FollowupHit:
     """A follow-up the semantic path saw but precedence does not vouch for, and why."""
     if not hit.criterion_question_text:
         why = "ad-hoc question (no criterion)"
     else:
         similarity = criterion_text_similarity(hit, criterion)
-        why = (f"linked to a different criterion (similarity {similarity:.2f} < "
-               f"{threshold:.2f})")
+        why = (f"linked to a different criterion (similarity {similarity:.2f}, "
+               "not a typo of this one)")
     return hit.model_copy(update={
         "tier": None,
         "tier_reason": f"no hash match, {why}; competes as ordinary evidence",

@@ -123,3 +123,42 @@ def test_heavily_reworded_question_is_below_threshold():
 def test_lightly_edited_question_is_above_threshold():
     assert question_similarity(
         AES_CRITERION, "Does the vendor encrypt data at rest with AES-256?") >= 0.7
+
+
+# Typo corrections: what precedence accepts as "the same criterion, misspelt" -------------
+
+@pytest.mark.parametrize("linked, fixed", [
+    ("Does the vendor enforce multi-factor authentcation for all administrative access?",
+     [("authentcation", "authentication")]),
+    ("Does the vendor encrpyt data at rest using AES-256?", [("encrpyt", "encrypt")]),
+    ("Does the vendor encrypt data at rest using AES-256", []),  # punctuation only
+])
+def test_typo_corrections_names_the_corrected_words(linked, fixed):
+    from core.hashing import typo_corrections
+
+    criterion = linked.replace("authentcation", "authentication").replace("encrpyt", "encrypt")
+    if not criterion.endswith("?"):
+        criterion += "?"
+    assert typo_corrections(criterion, linked) == fixed
+
+
+@pytest.mark.parametrize("criterion, linked", [
+    ("Does the vendor encrypt data at rest using AES-256?",
+     "Does the vendor encrypt data at rest using AES-128?"),
+    ("Does the vendor retain audit logs for at least 12 months?",
+     "Does the vendor retain audit logs for at least 6 months?"),
+    ("Does the vendor have a current SOC 2 Type II report?",
+     "Does the vendor have a SOC 2 Type I report?"),
+    ("Does the vendor encrypt data at rest using AES-256?",
+     "Does the vendor encrypt all data at rest using AES-256?"),
+    ("Does the vendor encrypt data at rest using AES-256?",
+     "Does the vendor encrypt data in transit using TLS 1.2 or higher?"),
+    ("Does the vendor encrypt data at rest using AES-256?",
+     "Does the vendor decrypt data at rest using AES-256?"),
+])
+def test_edits_that_change_the_question_are_not_typos(criterion, linked):
+    from core.hashing import criterion_similarity, typo_corrections
+
+    assert typo_corrections(criterion, linked) is None
+    if "TLS" not in linked:  # character similarity alone would have called these the same
+        assert criterion_similarity(criterion, linked) >= 0.9

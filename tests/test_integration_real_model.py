@@ -176,6 +176,9 @@ def test_edited_criterion_does_not_link_the_old_followup(sample_workbench, strat
     assert not any(f.hash_match for f in trace.followups)
     # It is still shown somewhere: as a low-tier follow-up or as an ordinary excerpt.
     assert hits or any("SOC 2 Type I examination" in c.text for c in trace.evidence)
+    if strategy == "precedence":
+        # "Type I" -> "current Type II" changes what is asked: never vouched for as a follow-up
+        assert not [f for f in trace.followups if f.criterion_question_text == old]
 
 
 def test_case_and_spacing_variants_link(sample_workbench):

@@ -224,7 +224,7 @@ def test_edited_criterion_orphans_old_followups_to_the_low_tier_in_tiered(bench)
 
 
 def test_substantially_edited_criterion_competes_as_evidence_in_precedence(bench):
-    """Scoped precedence: an answer linked to a criterion this different (difflib < 0.90)
+    """Scoped precedence: an answer linked to a criterion that is not a typo of this one
     is not vouched for as a follow-up, yet the semantic fallback still brings it into the
     context as an ordinary excerpt."""
     bench.ingest_questionnaire(payload(1, [response(

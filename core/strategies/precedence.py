@@ -29,7 +29,7 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
         linked = fetch_linked_followups(env, query.criterion_hash, query.embedding)
     with timings.stage("near_copy"):
         near = fetch_near_copy_followups(env, query.text, query.criterion_hash,
-                                         s.near_copy_threshold, query.embedding)
+                                         query.embedding)
     with timings.stage("first_stage"):
         hits = first_stage(env, query.embedding, s.top_first_stage_n)
     with timings.stage("tiers"):
@@ -46,14 +46,14 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
                                  s.fuzzy_match_threshold)
         # Seeds 000 and 003: the latest MAX_FOLLOWUP_ROUNDS linked responses, then tiers.
         latest, capped = keep_latest_rounds(hash_hits, s.max_followup_rounds)
-        # Scoped precedence: besides the hash, only a near-copy of this criterion (a typo
-        # fix, a light edit) vouches for a follow-up, as the low tier. Ad-hoc answers and
+        # Scoped precedence: besides the hash, only this criterion's text with a typo
+        # vouches for a follow-up, as the low tier. Ad-hoc answers and
         # answers to other criteria compete as ordinary evidence.
         fallback = assign_tiers([], [hit_for(c, ["near_copy"]) for c in near], query.text,
                                 s.fuzzy_match_threshold)
         vouched = {c.id for c in linked} | {c.id for c in near}
         competing = [
-            competing_followup(hit_for(by_id[i], []), query.text, s.near_copy_threshold)
+            competing_followup(hit_for(by_id[i], []), query.text)
             for i in by_id if i in semantic_ids and i not in vouched
         ]
         kept, crowded = merge_tiers(latest + fallback, s.max_followup_rounds)
@@ -79,8 +79,8 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
 STRATEGY = Strategy(
     name="precedence",
     seed="000+002+003",
-    summary="all hash-linked follow-ups by metadata lookup, latest 3, tiered; follow-ups of "
-            "near-copies of the criterion (typo fixes) as low tier; "
+    summary="all hash-linked follow-ups by metadata lookup, latest 3, tiered; follow-ups "
+            "linked to a typo of the criterion as low tier; "
             "search 100, rerank top 70, follow-up documents boosted, top 6; follow-ups last",
     run=run,
 )
