@@ -25,6 +25,12 @@ class Embedder(ABC):
         """Load whatever the embedder needs; a no-op for embedders with nothing to load."""
         return None
 
+    tokenizer_name = "white-space words"
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in `text` by this embedder's tokenizer (white-space words by default)."""
+        return len(text.split())
+
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Return an array of shape (len(texts), dimension)."""
@@ -88,6 +94,15 @@ class SentenceTransformerEmbedder(Embedder):
                     f"The embedding model '{self.name}' could not be loaded from {location}: "
                     f"{' '.join(str(exc).split())[:200]}"
                 ) from exc
+
+    @property
+    def tokenizer_name(self) -> str:
+        return f"{self.name} tokenizer"
+
+    def count_tokens(self, text: str) -> int:
+        self.warm_up()
+        return len(self._model.tokenizer(text, add_special_tokens=False,
+                                         verbose=False)["input_ids"])
 
     @property
     def dimension(self) -> int:

@@ -29,6 +29,7 @@ from core.ingest.questionnaire import load_payload_file, parse_payload, payload_
 from core.models import (
     DOCUMENT_SOURCE_TYPE,
     FOLLOWUP_SOURCE_TYPE,
+    FollowupHit,
     QuestionnairePayload,
     RerankerStatus,
     RetrievalTrace,
@@ -314,6 +315,40 @@ class Workbench:
             followup_responses=followups, rounds=sorted(rounds),
             by_type=dict(sorted(by_type.items())), incomplete_chunks=incomplete,
         )
+
+    def documents(self, vendor_id: str) -> list[dict[str, Any]]:
+        """The vendor's committed documents (the manifest), sorted by source."""
+        manifest = self._manifest(self.store.open_vendor(vendor_id))
+        return sorted(manifest.values(), key=lambda m: str(m.get("source")))
+
+    def browse_chunks(self, vendor_id: str, *, contains: str | None = None,
+                      doc_type: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        """Stored chunks and follow-ups of one vendor, optionally by text and type."""
+        vendor = self.store.open_vendor(vendor_id)
+        where = {"type": doc_type} if doc_type else None
+        where_document = {"$contains": contains} if contains else None
+        found = vendor.chunks.get(where=where, where_document=where_document, limit=limit,
+                                  include=["documents", "metadatas"])
+        return [{"id": i, "text": t, **m} for i, t, m in
+                zip(found["ids"], found["documents"], found["metadatas"], strict=True)]
+
+    def linked_followups(self, vendor_id: str, criterion: str) -> list[FollowupHit]:
+        """Every follow-up linked to the criterion by hash, whatever any strategy kept."""
+        from core.stages import assign_tiers, candidate_from_record, followup_hit
+
+        criterion = _check_criterion(criterion)
+        chash = criterion_hash(criterion)
+        vendor = self.store.open_vendor(vendor_id)
+        found = get_all(vendor.chunks, where={"criterion_question_hash": chash},
+                        include=("documents", "metadatas"))
+        hits = [followup_hit(candidate_from_record(i, t, m), criterion, chash, ["hash"])
+                for i, t, m in zip(found["ids"], found["documents"], found["metadatas"],
+                                   strict=True)]
+        hits = assign_tiers(hits, [], criterion, self.settings.fuzzy_match_threshold)
+        return sorted(hits, key=lambda h: (h.round_number, h.timestamp))
+
+    def count_tokens(self, text: str) -> int:
+        return self.embedder.count_tokens(text)
 
     # Retrieve ----------------------------------------------------------------------------
 

@@ -1,0 +1,195 @@
+"""Views of a trace for people: rank moves, what-if boosts, comparisons, round progression.
+Pure functions over RetrievalTrace data: nothing here searches again."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from core.context import evidence_source
+from core.models import Candidate, FollowupHit, RetrievalTrace
+from core.stages import boost_followup_documents
+
+
+def move_label(before: int | None, after: int | None) -> str:
+    """OpenSearch-style mark for a rank change: "Up 2", "Down 1", "=", "new", "out"."""
+    if before is None:
+        return "new"
+    if after is None:
+        return "out"
+    if after < before:
+        return f"Up {before - after}"
+    if after > before:
+        return f"Down {after - before}"
+    return "="
+
+
+@dataclass(frozen=True)
+class RankedItem:
+    """One candidate's place before and after the boost, with every score it had."""
+
+    id: str
+    label: str
+    type: str
+    first_stage_score: float | None
+    rerank_score: float | None
+    boost: float
+    final_score: float | None
+    rank_before: int
+    rank_after: int
+    in_context: bool
+
+    @property
+    def move(self) -> str:
+        return move_label(self.rank_before, self.rank_after)
+
+
+def base_score(candidate: Candidate) -> float:
+    """The score before any boost: rerank relevance if a reranker ran, else first-stage."""
+    if candidate.rerank_score is not None:
+        return candidate.rerank_score
+    return candidate.first_stage_score or 0.0
+
+
+def ranked_items(candidates: Sequence[Candidate], context_ids: set[str]) -> list[RankedItem]:
+    """The reranked list of a trace as rows, in boosted (final) order."""
+    return [
+        RankedItem(
+            id=c.id, label=evidence_source(c), type=c.type,
+            first_stage_score=c.first_stage_score, rerank_score=c.rerank_score, boost=c.boost,
+            final_score=c.final_score, rank_before=c.rank_before_boost or i,
+            rank_after=c.rank_after_boost or i, in_context=c.id in context_ids,
+        )
+        for i, c in enumerate(candidates, start=1)
+    ]
+
+
+def whatif_ranking(candidates: Sequence[Candidate], factor: float, cap: float | None
+                   ) -> list[Candidate]:
+    """Re-rank from the trace's own scores with another follow-up document boost."""
+    unboosted = [c.model_copy(update={"final_score": base_score(c), "boost": 1.0})
+                 for c in sorted(candidates, key=lambda c: c.rank_before_boost or 0)]
+    return boost_followup_documents(unboosted, factor, cap)
+
+
+def entry_boost(candidates: Sequence[Candidate], candidate_id: str, top_n: int,
+                cap: float | None, *, max_factor: float = 100.0) -> float | None:
+    """The smallest boost at which this follow-up document enters the top `top_n`, or None
+    when no boost up to `max_factor` (or the cap) gets it there."""
+    target = next(c for c in candidates if c.id == candidate_id)
+    base = base_score(target)
+    if base <= 0:
+        return None
+    # The rank can only change where the target's boosted score crosses another base score.
+    factors = sorted({1.0} | {base_score(c) / base * (1 + 1e-9) for c in candidates
+                              if base_score(c) > base and base_score(c) / base <= max_factor})
+    for factor in factors:
+        ranked = whatif_ranking(candidates, factor, cap)
+        if candidate_id in [c.id for c in ranked[:top_n]]:
+            return round(factor, 4)
+    return None
+
+
+@dataclass(frozen=True)
+class ComparedItem:
+    id: str
+    label: str
+    rank_a: int | None
+    rank_b: int | None
+
+    @property
+    def move(self) -> str:
+        return move_label(self.rank_a, self.rank_b)
+
+
+def context_items(trace: RetrievalTrace) -> list[tuple[str, str]]:
+    """(id, label) of everything in the context, excerpts then follow-ups."""
+    items = [(c.id, evidence_source(c)) for c in trace.evidence]
+    items += [(f.id, f"{f.source}: round {f.round_number} follow-up") for f in trace.followups]
+    return items
+
+
+def compare_traces(a: RetrievalTrace, b: RetrievalTrace) -> list[ComparedItem]:
+    """Everything in either context with its position in each: shared, only A, only B."""
+    ranks_a = {item_id: i for i, (item_id, _) in enumerate(context_items(a), start=1)}
+    ranks_b = {item_id: i for i, (item_id, _) in enumerate(context_items(b), start=1)}
+    labels = dict(context_items(a)) | dict(context_items(b))
+    order = list(ranks_a) + [i for i in ranks_b if i not in ranks_a]
+    return [ComparedItem(i, labels[i], ranks_a.get(i), ranks_b.get(i)) for i in order]
+
+
+@dataclass(frozen=True)
+class RoundRow:
+    """One follow-up response linked to the criterion, and what this strategy did with it."""
+
+    followup: FollowupHit
+    status: str  # "in context" | "dropped" | "not found by this strategy"
+    reason: str
+
+
+def round_progression(linked: Sequence[FollowupHit], trace: RetrievalTrace) -> list[RoundRow]:
+    """Every linked round in time order, marked kept or dropped by the trace's strategy."""
+    in_context = {f.id: f for f in trace.followups}
+    dropped = {d.followup.id: d.reason for d in trace.dropped_followups}
+    rows = []
+    for hit in sorted(linked, key=lambda h: (h.round_number, h.timestamp)):
+        if hit.id in in_context:
+            rows.append(RoundRow(in_context[hit.id], "in context", in_context[hit.id].tier_reason))
+        elif hit.id in dropped:
+            rows.append(RoundRow(hit, "dropped", dropped[hit.id]))
+        else:
+            rows.append(RoundRow(hit, "not found by this strategy",
+                                 f"the {trace.strategy} strategy did not retrieve it"))
+    return rows
+
+
+_TOKEN = re.compile(r"\S+|\s+")
+
+
+def answer_diff(previous: str, current: str) -> list[tuple[str, str]]:
+    """Word-level differences: ("equal" | "delete" | "insert", text) in reading order."""
+    old, new = _TOKEN.findall(previous), _TOKEN.findall(current)
+    parts: list[tuple[str, str]] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if op == "equal":
+            parts.append(("equal", "".join(new[j1:j2])))
+        else:
+            if i2 > i1:
+                parts.append(("delete", "".join(old[i1:i2])))
+            if j2 > j1:
+                parts.append(("insert", "".join(new[j1:j2])))
+    return parts
+
+
+@dataclass(frozen=True)
+class ContextEntry:
+    """Where one <index_N> of the context came from."""
+
+    index: int
+    kind: str  # "excerpt" | "follow-ups"
+    source: str
+    ids: tuple[str, ...]
+    types: tuple[str, ...]
+    pages: tuple[int, ...]
+    rounds: tuple[int, ...]
+
+
+def context_map(trace: RetrievalTrace) -> list[ContextEntry]:
+    """<index_N> -> the chunk(s) and document it holds, in context order."""
+    entries = [
+        ContextEntry(i, "excerpt", c.source, (c.id,), (c.type,),
+                     (c.page,) if c.page else (), (c.round_number,) if c.round_number else ())
+        for i, c in enumerate(trace.evidence, start=1)
+    ]
+    if trace.followups:
+        source = trace.followups[-1].source + (
+            " (Multiple Rounds)" if len(trace.followups) > 1 else "")
+        entries.append(ContextEntry(
+            len(trace.evidence) + 1, "follow-ups", source,
+            tuple(f.id for f in trace.followups),
+            tuple(f"followup_response:{f.round_number}" for f in trace.followups), (),
+            tuple(f.round_number for f in trace.followups),
+        ))
+    return entries
