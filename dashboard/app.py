@@ -7,9 +7,46 @@ import streamlit as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from any folder
 
-from dashboard.resources import ensure_sample_data, get_workbench  # noqa: E402
+from core.strategies import DEFAULT_STRATEGY, STRATEGIES  # noqa: E402
+from dashboard import resources  # noqa: E402
 
 st.set_page_config(page_title="Evidence precedence workbench", layout="wide")
-ensure_sample_data(get_workbench())
-page = st.navigation([st.Page("views/library.py", title="Evidence library", default=True)])
+resources.ensure_sample_data(resources.get_workbench())
+
+vendors = resources.vendor_ids()
+criteria = resources.sample_criteria()
+with st.sidebar:
+    st.markdown("### Evidence precedence")
+    if vendors:
+        st.selectbox("Vendor", vendors, key="vendor")
+    else:
+        st.info("No vendor yet: upload evidence in the Evidence library.")
+    if "criterion" not in st.session_state and criteria:
+        st.session_state["criterion"] = criteria[0]
+    st.selectbox(
+        "Criterion", criteria, key="criterion", accept_new_options=True,
+        help="Pick one of the sample criteria or type your own and press Enter.",
+    )
+    st.selectbox(
+        "Strategy", list(STRATEGIES), key="strategy",
+        index=list(STRATEGIES).index(DEFAULT_STRATEGY),
+        format_func=lambda name: f"{name} (seed {STRATEGIES[name].seed})",
+        help="Each seed design, run on the same store.",
+    )
+
+views = Path(__file__).parent / "views"
+page = st.navigation({
+    "Criterion": [
+        st.Page(views / "overview.py", title="Criterion overview", icon=":material/summarize:",
+                default=True),
+        st.Page(views / "tiers.py", title="Precedence tiers", icon=":material/stacks:"),
+        st.Page(views / "rankings.py", title="Boosted vs unboosted",
+                icon=":material/swap_vert:"),
+        st.Page(views / "rounds.py", title="Round progression", icon=":material/timeline:"),
+        st.Page(views / "context.py", title="LLM context", icon=":material/description:"),
+    ],
+    "Store": [
+        st.Page(views / "library.py", title="Evidence library", icon=":material/folder_open:"),
+    ],
+})
 page.run()
