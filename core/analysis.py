@@ -88,7 +88,7 @@ def entry_boost(candidates: Sequence[Candidate], candidate_id: str, top_n: int,
     for factor in factors:
         ranked = whatif_ranking(candidates, factor, cap)
         if candidate_id in [c.id for c in ranked[:top_n]]:
-            return round(factor, 4)
+            return factor
     return None
 
 
