@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install dashboard test lint
+.PHONY: install browser dashboard test lint
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,13 @@ install: $(STAMP)
 dashboard: install
 	$(BIN)/streamlit run dashboard/app.py
 
-test: install
+# The browser tests drive Debian's Chromium (Playwright's own browser download cannot work offline).
+browser:
+	@command -v chromium >/dev/null || { \
+	  echo "Installing Debian's chromium for the browser tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+test: install browser
 	$(BIN)/python -m pytest
 
 lint: install

@@ -4,7 +4,6 @@ Pure functions over RetrievalTrace data: nothing here searches again."""
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -145,21 +144,26 @@ def round_progression(linked: Sequence[FollowupHit], trace: RetrievalTrace) -> l
     return rows
 
 
-_TOKEN = re.compile(r"\S+|\s+")
-
-
 def answer_diff(previous: str, current: str) -> list[tuple[str, str]]:
-    """Word-level differences: ("equal" | "delete" | "insert", text) in reading order."""
-    old, new = _TOKEN.findall(previous), _TOKEN.findall(current)
+    """Word-level differences, in reading order: ("equal" | "delete" | "insert", text).
+
+    Words are compared, not spaces, and a change broken only by one short shared word is
+    kept whole, so a rewritten answer reads as a few runs rather than word confetti."""
+    old, new = previous.split(), current.split()
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    blocks = [b for b in matcher.get_matching_blocks() if b.size]
+    # A lone shared word of three letters or fewer inside a rewrite is noise, not agreement.
+    blocks = [b for b in blocks if b.size > 1 or len(old[b.a]) > 3]
     parts: list[tuple[str, str]] = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
-        if op == "equal":
-            parts.append(("equal", "".join(new[j1:j2])))
-        else:
-            if i2 > i1:
-                parts.append(("delete", "".join(old[i1:i2])))
-            if j2 > j1:
-                parts.append(("insert", "".join(new[j1:j2])))
+    i = j = 0
+    for block in [*blocks, difflib.Match(len(old), len(new), 0)]:
+        if block.a > i:
+            parts.append(("delete", " ".join(old[i:block.a])))
+        if block.b > j:
+            parts.append(("insert", " ".join(new[j:block.b])))
+        if block.size:
+            parts.append(("equal", " ".join(old[block.a:block.a + block.size])))
+        i, j = block.a + block.size, block.b + block.size
     return parts
 
 

@@ -110,9 +110,20 @@ def test_round_progression_marks_each_round_kept_dropped_or_missed():
 
 def test_answer_diff_isolates_a_contradiction():
     parts = answer_diff("We use AES-256 for all data.", "We use AES-128 for most data.")
-    assert ("delete", "AES-256") in parts and ("insert", "AES-128") in parts
-    assert ("delete", "all") in parts and ("insert", "most") in parts
-    assert "".join(t for op, t in parts if op != "delete") == "We use AES-128 for most data."
+    assert parts == [("equal", "We use"), ("delete", "AES-256 for all"),
+                     ("insert", "AES-128 for most"), ("equal", "data.")]
+    assert " ".join(t for op, t in parts if op != "delete") == "We use AES-128 for most data."
+    assert " ".join(t for op, t in parts if op != "insert") == "We use AES-256 for all data."
+
+
+def test_answer_diff_of_a_rewrite_is_one_change_not_confetti():
+    parts = answer_diff("Attached is our KMS configuration with AES-256-GCM on all buckets.",
+                        "We need to correct our earlier answers: most data uses AES-128.")
+    assert [op for op, _ in parts] == ["delete", "insert"]
+
+
+def test_answer_diff_of_identical_answers_is_all_equal():
+    assert answer_diff("Yes.", "Yes.") == [("equal", "Yes.")]
 
 
 def test_compare_traces_lists_shared_and_unique_items_with_moves():

@@ -25,7 +25,7 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
         hits = first_stage(env, query.embedding, s.top_first_stage_n)
     with timings.stage("extract"):
         matched, remaining = extract_by_hash(hits, query.criterion_hash)
-        extracted = [followup_hit(c, query.text, query.criterion_hash, ["first_stage"])
+        extracted = [followup_hit(c, query.text, query.criterion_hash, ["first_stage", "hash"])
                      for c in matched]
         # Tiers are informational here: seed 000 logs question similarity, keeps by round.
         extracted = assign_tiers(extracted, [], query.text, s.fuzzy_match_threshold)

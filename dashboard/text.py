@@ -1,0 +1,32 @@
+"""Vendor and reviewer text made safe to show: never read as markdown or HTML."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from core.analysis import answer_diff
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$~:=^])")
+ADDED_STYLE = "background:#d4f4dd;color:#0b4a1f;text-decoration:none"
+REMOVED_STYLE = "background:#fbdcdc;color:#7a1010"
+
+
+def plain(text: str) -> str:
+    """Text for st.markdown with every markdown character escaped."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def diff_html(previous: str, current: str) -> str:
+    """The current answer with what changed marked: removed words struck through in red,
+    added words in green; all vendor text HTML-escaped."""
+    pieces = []
+    for op, text in answer_diff(previous, current):
+        safe = html.escape(text)
+        if op == "insert":
+            pieces.append(f'<ins style="{ADDED_STYLE}">{safe}</ins>')
+        elif op == "delete":
+            pieces.append(f'<del style="{REMOVED_STYLE}">{safe}</del>')
+        else:
+            pieces.append(safe)
+    return " ".join(pieces)
