@@ -79,6 +79,13 @@ def _sha16(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def document_key(source: str, doc_type: str, round_number: int | None) -> str:
+    """A document's identity: its name within its type and round. The same file name sent
+    again as a follow-up document (or in another round) is new evidence beside the original,
+    never a replacement of it."""
+    return _sha16(f"{doc_type}|{round_number or ''}|{source}")
+
+
 class Workbench:
     """One store, one embedder, one reranker; thread-safe for concurrent retrievals."""
 
@@ -150,7 +157,7 @@ class Workbench:
         outcomes: list[DocumentOutcome] = []
         to_write: list[tuple[PreparedDocument, str, str, list[StoredRecord]]] = []
         for doc in prepared:
-            doc_key = _sha16(doc.source)
+            doc_key = document_key(doc.source, doc_type, round_number)
             version = _sha16(f"{doc.digest}|{s.chunk_size}|{s.chunk_overlap}|{doc_type}|"
                              f"{round_number}")
             previous = committed.get(doc_key)
@@ -180,7 +187,7 @@ class Workbench:
                 written += len(records)
         if existing:
             for doc in prepared:  # finish any clean-up an interrupted run left behind
-                doc_key = _sha16(doc.source)
+                doc_key = document_key(doc.source, doc_type, round_number)
                 if doc_key in committed and all(doc_key != k for _, k, _, _ in to_write):
                     self._delete_stale(existing, doc_key, committed[doc_key]["version"])
         return DocumentIngestReport(vendor_id=vendor_id, type=doc_type, round_number=round_number,

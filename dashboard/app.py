@@ -23,8 +23,11 @@ with st.sidebar:
         st.info("No vendor yet: upload evidence in the Evidence library.")
     if "criterion" not in st.session_state and criteria:
         st.session_state["criterion"] = criteria[0]
+    typed = st.session_state.get("criterion")
+    # A criterion the reviewer typed stays in the list, so it can be picked again.
+    options = criteria + ([typed] if typed and typed not in criteria else [])
     st.selectbox(
-        "Criterion", criteria, key="criterion", accept_new_options=True,
+        "Criterion", options, key="criterion", accept_new_options=True,
         help="Pick one of the sample criteria or type your own and press Enter.",
     )
     st.selectbox(

@@ -178,6 +178,22 @@ def test_reingesting_unchanged_file_changes_nothing(workbench, tmp_path):
     assert snapshot(workbench) == before
 
 
+def test_the_same_name_sent_again_as_a_followup_document_keeps_the_original(workbench,
+                                                                          tmp_path):
+    original = write(tmp_path / "docs" / "policy.md", long_text(topic="encryption keys"))
+    resent = write(tmp_path / "round2" / "policy.md", long_text(topic="database passwords"))
+    workbench.ingest_documents("acme", [original])
+    report = workbench.ingest_documents("acme", [resent], doc_type="followup_document",
+                                        round_number=2)
+    assert [d.status for d in report.documents] == ["added"]
+    [status] = workbench.status()
+    assert status.documents == 2
+    assert set(status.by_type) == {"tc_files", "followup_document"}
+    texts = {c["type"]: c["text"] for c in chunks(workbench, "acme")}
+    assert "encryption keys" in texts["tc_files"]
+    assert "database passwords" in texts["followup_document"]
+
+
 def test_changed_file_replaces_its_old_chunks(workbench, tmp_path):
     path = write(tmp_path / "policy.md", long_text(topic="encryption keys"))
     other = write(tmp_path / "other.txt", "Unrelated vendor text about badges.\n")

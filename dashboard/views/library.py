@@ -1,17 +1,274 @@
-"""Evidence library: what the store holds per vendor."""
+"""Evidence library: what the store holds per vendor, uploads of documents and questionnaire
+rounds, and a browser over the stored chunks."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from dashboard.resources import get_workbench
-
-workbench = get_workbench()
-st.title("Evidence library")
-statuses = workbench.status()
-if not statuses:
-    st.info("The store is empty.")
-    st.stop()
-st.dataframe(
-    pd.DataFrame([s.model_dump() for s in statuses]).drop(columns=["by_type"]),
-    hide_index=True,
+from core.errors import EvidenceError, UserInputError
+from core.ingest import decode_utf8
+from core.ingest.questionnaire import parse_payload
+from core.models import QuestionnairePayload
+from core.workbench import (
+    DocumentIngestReport,
+    QuestionnaireIngestReport,
+    VendorStatus,
+    Workbench,
 )
+from dashboard import charts, resources
+
+Upload = tuple[str, bytes]  # (file name, content)
+Progress = Callable[[str, int, int], None]
+DOC_TYPES = {
+    "tc_files": "tc_files: original vendor documents",
+    "followup_document": "followup_document: uploaded with a follow-up round",
+    "soc2_summary": "soc2_summary:TRACK: a reviewer summary of a SOC 2 report",
+}
+BROWSE_COLUMNS = ["id", "type", "source", "page", "round_number", "text"]
+
+
+def save_uploads(folder: Path, uploads: Sequence[Upload]) -> list[Path]:
+    """Write uploads under their own names (no folders), refusing two files of one name."""
+    paths: list[Path] = []
+    for name, data in uploads:
+        clean = Path(name.replace("\\", "/")).name
+        if not clean or clean in {".", ".."}:
+            raise UserInputError(f"The uploaded file name '{name}' cannot be stored.")
+        path = folder / clean
+        if path in paths:
+            raise UserInputError(
+                f"Two uploaded files are both named '{clean}'; upload them separately.")
+        path.write_bytes(data)
+        paths.append(path)
+    return paths
+
+
+def ingest_uploaded_documents(workbench: Workbench, vendor_id: str, uploads: Sequence[Upload],
+                              doc_type: str, round_number: int | None,
+                              progress: Progress | None = None) -> DocumentIngestReport:
+    """Ingest uploaded files as documents; a refusal names the file, never a temp folder."""
+    if not uploads:
+        raise UserInputError("Choose at least one .md, .txt or .pdf file to upload.")
+    with tempfile.TemporaryDirectory(prefix="evidence-upload-") as folder:
+        try:
+            paths = save_uploads(Path(folder), uploads)
+            return workbench.ingest_documents(vendor_id, paths, doc_type=doc_type,
+                                              round_number=round_number, progress=progress)
+        except UserInputError as exc:
+            raise UserInputError(str(exc).replace(folder + os.sep, "")) from None
+
+
+def read_questionnaires(uploads: Sequence[Upload], *, max_responses: int = 100
+                        ) -> list[QuestionnairePayload]:
+    """Validate every uploaded round before any is written; one sentence on the first fault."""
+    if not uploads:
+        raise UserInputError("Choose at least one questionnaire .json file to upload.")
+    payloads = []
+    for name, data in uploads:
+        text = decode_utf8(Path(name), data)
+        try:
+            decoded = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserInputError(
+                f"{name} is not valid JSON ({exc.msg} at line {exc.lineno}, "
+                f"column {exc.colno})."
+            ) from None
+        payloads.append(parse_payload(decoded, where=name, max_responses=max_responses))
+    return payloads
+
+
+def ingest_uploaded_questionnaires(workbench: Workbench, uploads: Sequence[Upload],
+                                   progress: Progress | None = None
+                                   ) -> list[QuestionnaireIngestReport]:
+    """Validate all rounds (and their vendor ids against the store), then write each."""
+    payloads = read_questionnaires(
+        uploads, max_responses=workbench.settings.max_responses_per_round)
+    known = workbench.vendor_ids()
+    for payload in payloads:  # a refusal after the first write would leave a half upload
+        if payload.vendor_id not in known:
+            workbench.store.refuse_case_clash(payload.vendor_id, known)
+            known.append(payload.vendor_id)
+    return [workbench.ingest_questionnaire(p, progress=progress) for p in payloads]
+
+
+def vendor_table(statuses: Sequence[VendorStatus]) -> pd.DataFrame:
+    """One row per vendor: what it holds in total."""
+    return pd.DataFrame([{
+        "Vendor": s.vendor_id,
+        "Documents": s.documents,
+        "Document chunks": s.chunks,
+        "Follow-up responses": s.followup_responses,
+        "Rounds": ", ".join(map(str, s.rounds)),
+    } for s in statuses])
+
+
+def type_table(statuses: Sequence[VendorStatus]) -> pd.DataFrame:
+    """One row per `type`, one column per vendor: the records stored."""
+    types = sorted({t for s in statuses for t in s.by_type})
+    return pd.DataFrame([{"Type": t, **{s.vendor_id: s.by_type.get(t, 0) for s in statuses}}
+                         for t in types])
+
+
+def round_table(statuses: Sequence[VendorStatus],
+                documents: dict[str, list[dict]]) -> pd.DataFrame:
+    """One row per vendor and round: follow-up responses and follow-up documents."""
+    rows = []
+    for s in statuses:
+        files = [d for d in documents.get(s.vendor_id, []) if d.get("type") == "followup_document"]
+        rounds = sorted(set(s.rounds) | {int(d["round_number"]) for d in files
+                                         if "round_number" in d})
+        for number in rounds:
+            in_round = [d for d in files if d.get("round_number") == number]
+            rows.append({
+                "Vendor": s.vendor_id,
+                "Round": number,
+                "Follow-up responses": s.by_type.get(f"followup_response:{number}", 0),
+                "Follow-up documents": len(in_round),
+                "Follow-up document chunks": sum(int(d.get("chunks", 0)) for d in in_round),
+            })
+    return pd.DataFrame(rows, columns=["Vendor", "Round", "Follow-up responses",
+                                       "Follow-up documents", "Follow-up document chunks"])
+
+
+def progress_bar(text: str) -> tuple[Progress, Callable[[], None]]:
+    """A progress callback driving an st.progress bar, and a function to remove it."""
+    bar = st.progress(0.0, text=text)
+
+    def show(stage: str, done: int, total: int) -> None:
+        bar.progress(min(done / total, 1.0) if total else 1.0,
+                     text=f"{text} {stage} {done} of {total}")
+
+    return show, bar.empty
+
+
+def chunks_text(count: int) -> str:
+    return f"{count} chunk" + ("" if count == 1 else "s")
+
+
+def finish(section: str, message: str) -> None:
+    """Keep the outcome for the next run, drop stale caches, and redraw with new counts."""
+    st.session_state["library_outcome"] = (section, message)
+    resources.store_changed()
+    st.rerun()
+
+
+def show_outcome(section: str) -> None:
+    """The success message of the last ingest, under the button that started it."""
+    outcome = st.session_state.get("library_outcome")
+    if outcome and outcome[0] == section:
+        st.success(st.session_state.pop("library_outcome")[1])
+
+
+selection = resources.selection()
+workbench = resources.get_workbench()
+st.title("Evidence library")
+st.caption(f"Selected vendor: **{selection.vendor_id}**" if selection
+           else "No vendor selected in the sidebar.")
+
+statuses = resources.vendor_statuses()
+st.subheader("What the store holds")
+if statuses:
+    documents = {s.vendor_id: workbench.documents(s.vendor_id) for s in statuses}
+    st.caption("Counts of committed records; a follow-up response is one answered question.")
+    st.dataframe(vendor_table(statuses), hide_index=True)
+    chart, by_type = st.columns([3, 2])
+    chart.plotly_chart(charts.library_counts_figure(
+        {s.vendor_id: s.by_type for s in statuses}), key="counts_figure")
+    with by_type:
+        st.markdown("**Records by type**")
+        st.dataframe(type_table(statuses), hide_index=True)
+    st.markdown("**By follow-up round**")
+    st.dataframe(round_table(statuses, documents), hide_index=True)
+    if any(s.incomplete_chunks for s in statuses):
+        st.warning("Some chunks belong to an interrupted ingest and are not counted; "
+                   "ingesting the same files again completes it.")
+else:
+    st.info("The store is empty: upload documents or a questionnaire round below.")
+
+st.subheader("Upload documents")
+vendor_id = st.text_input("Vendor id", value=selection.vendor_id if selection else "",
+                          key="upload_vendor",
+                          help="Letters, digits, '_' or '-'; a new id creates a vendor.")
+kind = st.selectbox("Document type", list(DOC_TYPES), format_func=DOC_TYPES.get,
+                    key="upload_type")
+round_number = None
+doc_type = kind
+if kind == "followup_document":
+    round_number = int(st.number_input("Follow-up round", min_value=1, value=1, step=1,
+                                       key="upload_round"))
+elif kind == "soc2_summary":
+    doc_type = "soc2_summary:" + st.text_input("SOC 2 summary track", value="overview",
+                                               key="upload_track").strip()
+files = st.file_uploader("Documents (.md, .txt, .pdf)", type=["md", "txt", "pdf"],
+                         accept_multiple_files=True, key="upload_documents")
+if st.button("Ingest the documents", key="ingest_documents", disabled=not files):
+    show, done = progress_bar("Ingesting documents:")
+    try:
+        report = ingest_uploaded_documents(
+            workbench, vendor_id.strip(), [(f.name, f.getvalue()) for f in files or []],
+            doc_type, round_number, show)
+    except UserInputError as exc:
+        done()
+        st.error(str(exc))
+    except EvidenceError as exc:
+        done()
+        st.error(f"The ingest failed: {exc}")
+    else:
+        finish("documents", f"{report.vendor_id}, {report.type}: "
+               + "; ".join(f"{d.source} {d.status} ({chunks_text(d.chunks)})"
+                           for d in report.documents)
+               + f". {chunks_text(report.chunks_written)} written.")
+show_outcome("documents")
+
+st.subheader("Upload questionnaire rounds")
+st.caption("The seed-003 bulk payload: vendor_id, round_number, timestamp, responses. "
+           "Every file is checked before any is written.")
+rounds = st.file_uploader("Questionnaire rounds (.json)", type=["json"],
+                          accept_multiple_files=True, key="upload_questionnaires")
+if st.button("Ingest the rounds", key="ingest_questionnaires", disabled=not rounds):
+    show, done = progress_bar("Ingesting rounds:")
+    try:
+        reports = ingest_uploaded_questionnaires(
+            workbench, [(f.name, f.getvalue()) for f in rounds or []], show)
+    except UserInputError as exc:
+        done()
+        st.error(str(exc))
+    except EvidenceError as exc:
+        done()
+        st.error(f"The ingest failed: {exc}")
+    else:
+        finish("rounds", "; ".join(f"{r.vendor_id} round {r.round_number}: "
+                                   f"{r.indexed_count} responses" for r in reports) + " stored.")
+show_outcome("rounds")
+
+st.subheader("Browse and search the stored chunks")
+vendors = [s.vendor_id for s in statuses]
+if not vendors:
+    st.info("Nothing to browse yet.")
+    st.stop()
+browse_vendor = st.selectbox(
+    "Vendor", vendors, key="browse_vendor",
+    index=vendors.index(selection.vendor_id) if selection and selection.vendor_id in vendors
+    else 0)
+types = sorted(next(s.by_type for s in statuses if s.vendor_id == browse_vendor))
+search, type_filter = st.columns([2, 1])
+contains = search.text_input("Text contains (exact, case-sensitive)", key="library_search")
+chosen_type = type_filter.selectbox("Type", ["all types", *types], key="library_type")
+chunks = workbench.browse_chunks(
+    browse_vendor, contains=contains or None,
+    doc_type=None if chosen_type == "all types" else chosen_type)
+st.caption(f"{len(chunks)} records" + (" (the first 200)" if len(chunks) >= 200 else ""))
+st.dataframe(pd.DataFrame(chunks).reindex(columns=BROWSE_COLUMNS), hide_index=True,
+             column_config={
+                 "id": st.column_config.TextColumn(width="small"),
+                 "text": st.column_config.TextColumn(width="large"),
+                 "page": st.column_config.NumberColumn(format="%d"),
+                 "round_number": st.column_config.NumberColumn(format="%d"),
+             })

@@ -1,0 +1,263 @@
+"""The "Evidence library" page: counts per vendor, uploads (refused whole on error), and the
+chunk browser."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import SAMPLE_DATA
+from tests.dashboard.conftest import page
+
+POLICY = (b"# Key rotation policy\n\nAll customer data keys are rotated every 90 days. "
+          b"Rotation is logged and reviewed by the security team.\n")
+
+
+def round_payload(**changes) -> dict:
+    payload = {
+        "vendor_id": "acme", "round_number": 6, "timestamp": "2024-03-01T09:00:00Z",
+        "responses": [{
+            "criterion_question_text": "Does the vendor encrypt data at rest using AES-256?",
+            "question_text": "Please confirm the key length used for stored data.",
+            "answer_text": "256-bit keys throughout.",
+        }],
+    }
+    payload.update(changes)
+    return payload
+
+
+def table(at, column: str):
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def status_of(workbench) -> dict:
+    return {s.vendor_id: s.model_dump() for s in workbench.status()}
+
+
+def one_sentence(text: str) -> bool:
+    return text.endswith(".") and "\n" not in text and "Traceback" not in text
+
+
+def test_counts_per_vendor_match_the_store(dashboard_workbench):
+    at = page("library").run()
+
+    assert not at.exception
+    assert at.title[0].value == "Evidence library"
+    rows = table(at, "Follow-up responses").set_index("Vendor")
+    for status in dashboard_workbench.status():
+        row = rows.loc[status.vendor_id]
+        assert row["Documents"] == status.documents
+        assert row["Document chunks"] == status.chunks
+        assert row["Follow-up responses"] == status.followup_responses
+        assert row["Rounds"] == ", ".join(map(str, status.rounds))
+    by_type = table(at, "Type").set_index("Type")
+    for status in dashboard_workbench.status():
+        assert by_type[status.vendor_id][by_type[status.vendor_id] > 0].to_dict() == (
+            status.by_type)
+    by_round = table(at, "Follow-up document chunks")
+    acme = by_round[by_round["Vendor"] == "acme"].set_index("Round")
+    assert list(acme.index) == [1, 2, 3, 4, 5]
+    acme_status = status_of(dashboard_workbench)["acme"]
+    for number in acme.index:
+        assert acme.loc[number, "Follow-up responses"] == (
+            acme_status["by_type"][f"followup_response:{number}"])
+    assert acme["Follow-up document chunks"].sum() == acme_status["by_type"]["followup_document"]
+    assert acme.loc[2, "Follow-up documents"] >= 1  # kms_key_configuration.md
+
+
+def test_uploading_a_markdown_document_writes_it(dashboard_workbench):
+    before = status_of(dashboard_workbench)["acme"]
+    at = page("library").run()
+    assert at.text_input(key="upload_vendor").value == "acme"
+    assert at.button(key="ingest_documents").disabled
+
+    at.file_uploader(key="upload_documents").upload("key_rotation.md", POLICY, "text/markdown")
+    at.run()
+    at.button(key="ingest_documents").click().run()
+
+    assert not at.exception
+    assert not at.error
+    assert "key_rotation.md added" in at.success[0].value
+    after = status_of(dashboard_workbench)["acme"]
+    assert after["documents"] == before["documents"] + 1
+    assert after["by_type"]["tc_files"] > before["by_type"]["tc_files"]
+    assert any(d["source"] == "key_rotation.md" for d in dashboard_workbench.documents("acme"))
+    # The counts on the page were redrawn from the new store.
+    assert table(at, "Follow-up responses").set_index("Vendor").loc["acme", "Documents"] == (
+        after["documents"])
+
+
+def test_followup_document_upload_with_round(dashboard_workbench):
+    at = page("library").run()
+    at.selectbox(key="upload_type").set_value("followup_document").run()
+    at.number_input(key="upload_round").set_value(6).run()
+    at.file_uploader(key="upload_documents").upload("round6_keys.txt", POLICY, "text/plain")
+    at.run()
+    at.button(key="ingest_documents").click().run()
+
+    assert not at.exception
+    stored = {d["source"]: d for d in dashboard_workbench.documents("acme")}
+    assert stored["round6_keys.txt"]["type"] == "followup_document"
+    assert stored["round6_keys.txt"]["round_number"] == 6
+
+
+def test_a_refused_document_upload_writes_nothing(dashboard_workbench):
+    before = status_of(dashboard_workbench)
+    at = page("library").run()
+    at.file_uploader(key="upload_documents").set_value([
+        ("good.md", POLICY, "text/markdown"),
+        ("broken.pdf", b"not a pdf at all", "application/pdf"),
+    ])
+    at.run()
+    at.button(key="ingest_documents").click().run()
+
+    assert not at.exception
+    assert len(at.error) == 1
+    message = at.error[0].value
+    assert message.startswith("broken.pdf is not a PDF file") and one_sentence(message)
+    assert "evidence-upload-" not in message  # no temporary folder in the sentence
+    assert status_of(dashboard_workbench) == before
+
+
+def test_an_invalid_questionnaire_json_is_refused_in_one_sentence(dashboard_workbench):
+    before = status_of(dashboard_workbench)
+    at = page("library").run()
+    at.file_uploader(key="upload_questionnaires").upload(
+        "round_6.json", b'{"vendor_id": "acme", "round_number": 6,', "application/json")
+    at.run()
+    at.button(key="ingest_questionnaires").click().run()
+
+    assert not at.exception
+    assert len(at.error) == 1
+    message = at.error[0].value
+    assert message.startswith("round_6.json is not valid JSON") and one_sentence(message)
+    assert status_of(dashboard_workbench) == before
+
+
+def test_one_bad_round_refuses_the_whole_upload(dashboard_workbench):
+    before = status_of(dashboard_workbench)
+    good = json.dumps(round_payload()).encode()
+    bad = json.dumps(round_payload(round_number=7, responses=[])).encode()
+    at = page("library").run()
+    at.file_uploader(key="upload_questionnaires").set_value([
+        ("round_6.json", good, "application/json"),
+        ("round_7.json", bad, "application/json"),
+    ])
+    at.run()
+    at.button(key="ingest_questionnaires").click().run()
+
+    assert not at.exception
+    message = at.error[0].value
+    assert message.startswith("round_7.json: field responses") and one_sentence(message)
+    assert status_of(dashboard_workbench) == before
+
+
+def test_a_valid_round_is_stored(dashboard_workbench):
+    data = (SAMPLE_DATA / "vendors" / "northwind" / "questionnaires" / "round_1.json")
+    payload = json.loads(data.read_text()) | {"round_number": 4}
+    at = page("library").run()
+    at.file_uploader(key="upload_questionnaires").upload(
+        "northwind_round_4.json", json.dumps(payload).encode(), "application/json")
+    at.run()
+    at.button(key="ingest_questionnaires").click().run()
+
+    assert not at.exception
+    assert not at.error
+    count = len(payload["responses"])
+    assert at.success[0].value == f"northwind round 4: {count} responses stored."
+    northwind = status_of(dashboard_workbench)["northwind"]
+    assert 4 in northwind["rounds"]
+    assert northwind["by_type"]["followup_response:4"] == count
+
+
+def test_search_finds_chunks_with_aes_256(dashboard_workbench):
+    at = page("library").run()
+    at.text_input(key="library_search").set_value("AES-256").run()
+
+    assert not at.exception
+    rows = table(at, "round_number")
+    assert list(rows.columns) == ["id", "type", "source", "page", "round_number", "text"]
+    assert len(rows) > 0
+    assert all("AES-256" in text for text in rows["text"])
+    assert len(rows) == len(dashboard_workbench.browse_chunks("acme", contains="AES-256"))
+    assert "kms_key_configuration.md" in set(rows["source"])
+
+    at.selectbox(key="library_type").set_value("followup_response:1").run()
+    rows = table(at, "round_number")
+    assert set(rows["type"]) == {"followup_response:1"}
+    assert set(rows["round_number"]) == {1}
+
+
+# Refusals and progress, each through the page -------------------------------------------
+
+def upload(at, key: str, files: list[tuple[str, bytes]], button: str):
+    at.file_uploader(key=key).set_value([(n, d, "application/octet-stream") for n, d in files])
+    at.run()
+    return at.button(key=button).click().run()
+
+
+def refusal(at) -> str:
+    assert not at.exception
+    assert len(at.error) == 1 and not at.success
+    message = at.error[0].value
+    assert one_sentence(message), message
+    return message
+
+
+def test_a_document_refusal_names_the_file_not_the_folder(dashboard_workbench):
+    at = upload(page("library").run(), "upload_documents", [("empty.md", b"   \n")],
+                "ingest_documents")
+    assert refusal(at) == "empty.md has no extractable text."
+
+
+def test_two_uploads_of_one_name_are_refused(dashboard_workbench):
+    before = status_of(dashboard_workbench)
+    at = upload(page("library").run(), "upload_documents",
+                [("a.md", POLICY), ("dir/a.md", POLICY)], "ingest_documents")
+    assert "both named 'a.md'" in refusal(at)
+    assert status_of(dashboard_workbench) == before
+
+
+def test_a_bad_vendor_id_is_refused(dashboard_workbench):
+    at = page("library").run()
+    at.text_input(key="upload_vendor").set_value("bad id!").run()
+    at = upload(at, "upload_documents", [("a.md", POLICY)], "ingest_documents")
+    assert "bad id!" in refusal(at)
+
+
+def test_progress_is_reported_while_embedding(dashboard_workbench, monkeypatch):
+    seen = []
+    real = dashboard_workbench.ingest_documents
+
+    def recording(*args, progress=None, **kwargs):
+        def relay(stage, done, total):
+            seen.append((stage, done, total))
+            progress(stage, done, total)
+        return real(*args, progress=relay, **kwargs)
+
+    monkeypatch.setattr(dashboard_workbench, "ingest_documents", recording)
+    at = page("library").run()
+    at.selectbox(key="upload_type").set_value("soc2_summary").run()
+    at.text_input(key="upload_track").set_value("bridge").run()
+    at = upload(at, "upload_documents", [("bridge_letter.txt", POLICY)], "ingest_documents")
+
+    assert not at.exception and not at.error
+    assert ("embedding", 1, 1) in seen
+    assert status_of(dashboard_workbench)["acme"]["by_type"]["soc2_summary:bridge"] == 1
+
+
+@pytest.mark.parametrize(("files", "start"), [
+    ([("r.json", b"\xff\xfe{")], "r.json is not valid UTF-8"),
+    ([("r.json", b"[1, 2]")], "r.json must be a JSON object"),
+    ([("r.json", json.dumps(round_payload()).encode()),
+      ("r2.json", json.dumps(round_payload(vendor_id="bad id!")).encode())],
+     "r2.json: field vendor_id"),
+    ([("a.json", json.dumps(round_payload()).encode()),
+      ("b.json", json.dumps(round_payload(vendor_id="ACME")).encode())], "Vendor id 'ACME'"),
+])
+def test_questionnaire_refusals_write_nothing(dashboard_workbench, files, start):
+    before = status_of(dashboard_workbench)
+    at = upload(page("library").run(), "upload_questionnaires", files, "ingest_questionnaires")
+    assert refusal(at).startswith(start)
+    assert status_of(dashboard_workbench) == before
