@@ -161,3 +161,89 @@ def test_vendor_ids_differing_only_in_case_are_refused(two_vendors, tmp_path, cl
 
     assert two_vendors.vendor_ids() == ["acme", "globex"]
     assert [s.model_dump() for s in two_vendors.status()] == before
+
+
+# Through the command line and the dashboard ------------------------------------------------
+
+def _cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    from core.cli import main
+
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def cli_two_vendors(two_vendors, monkeypatch) -> Workbench:
+    """The `evidence` command on the two-vendor store, with the fake embedder behind it."""
+    from tests.fakes import FakeEmbedder
+
+    monkeypatch.setattr("core.workbench.SentenceTransformerEmbedder",
+                        lambda *args, **kwargs: FakeEmbedder())
+    monkeypatch.setenv("EVIDENCE_STORE", str(two_vendors.settings.store))
+    return two_vendors
+
+
+@ALL_STRATEGIES
+@pytest.mark.parametrize("vendor", ["acme", "globex"])
+def test_the_command_line_never_prints_the_other_vendors_evidence(cli_two_vendors, capsys,
+                                                                  strategy, vendor):
+    own = vendor_ids_of(cli_two_vendors, vendor)
+    for output_format in ("json", "xml", "prompt"):
+        code, out, _ = _cli(["retrieve", "--vendor", vendor, "--criterion", AES_CRITERION,
+                             "--strategy", strategy, "--format", output_format], capsys)
+        assert code == 0
+        assert KMS[vendor] in out
+        assert KMS[OTHER[vendor]] not in out, output_format
+    trace = json.loads(_cli(["retrieve", "--vendor", vendor, "--criterion", AES_CRITERION,
+                             "--strategy", strategy], capsys)[1])
+    shown = {f["id"] for f in trace["followups"]} | {e["id"] for e in trace["evidence"]}
+    assert shown and shown <= own
+
+
+def test_the_command_lines_status_reports_each_vendor_alone(cli_two_vendors, capsys):
+    code, out, _ = _cli(["status", "--vendor", "globex"], capsys)
+    assert code == 0
+    [line] = out.splitlines()
+    assert json.loads(line)["vendor_id"] == "globex"
+    assert json.loads(line)["rounds"] == [1]
+
+
+def _page_text(at) -> str:
+    """Everything a page shows: text elements, tables, code blocks and raw HTML."""
+    parts = []
+    for kind in ("title", "header", "subheader", "markdown", "caption", "code", "metric",
+                 "info", "warning", "error", "success", "text"):
+        for element in getattr(at, kind):
+            parts.append(str(getattr(element, "value", "")))
+            parts.append(str(getattr(element, "label", "")))
+    for table in at.dataframe:
+        parts.append(table.value.to_csv())
+    parts.extend(str(h.value) for h in at.get("html"))
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("view", ["overview", "tiers", "rankings", "rounds", "context"])
+@pytest.mark.parametrize("vendor", ["acme", "globex"])
+def test_the_dashboard_never_shows_the_other_vendors_evidence(two_vendors, monkeypatch, view,
+                                                              vendor):
+    import streamlit as st
+
+    from dashboard import resources
+    from tests.dashboard.conftest import page
+
+    monkeypatch.setattr(resources, "make_workbench", lambda: two_vendors)
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    try:
+        at = page(view, vendor=vendor).run()
+        assert not at.exception, at.exception
+        text = _page_text(at)
+        own, other = vendor_ids_of(two_vendors, vendor), vendor_ids_of(two_vendors,
+                                                                        OTHER[vendor])
+        assert KMS[vendor] in text or any(i in text for i in own)  # the page shows evidence
+        assert KMS[OTHER[vendor]] not in text
+        assert not [i for i in other if i in text]
+    finally:
+        st.cache_resource.clear()
+        st.cache_data.clear()

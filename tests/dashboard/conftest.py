@@ -3,7 +3,6 @@ app through dashboard.resources.make_workbench, and AppTest helpers."""
 
 from __future__ import annotations
 
-import logging
 import shutil
 from pathlib import Path
 
@@ -17,10 +16,6 @@ from core.workbench import Workbench
 from dashboard import resources
 from tests.conftest import AES_CRITERION, SAMPLE_DATA
 from tests.fakes import FakeEmbedder, FakeReranker
-
-# Outside `streamlit run` the cache decorators warn once per cached function that there is
-# no runtime; AppTest provides one where it matters.
-logging.getLogger("streamlit.runtime.caching.cache_data_api").setLevel(logging.ERROR)
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "dashboard"
 VIEWS = DASHBOARD / "views"
