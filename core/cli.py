@@ -82,8 +82,16 @@ def ingest_docs(
         "--round", help="Follow-up round the document was uploaded with.")] = None,
 ) -> None:
     """Ingest .md, .txt and .pdf documents; unchanged files are skipped, changed ones replaced."""
-    report = _workbench(ctx).ingest_documents(vendor, paths, doc_type=doc_type,
-                                              round_number=round_number, progress=_progress())
+    from core.ingest.documents import check_documents
+    from core.store import check_vendor_id
+
+    workbench = _workbench(ctx)
+    check_vendor_id(vendor)
+    # The size limit of the settings in force, checked before the workbench reads any file.
+    check_documents(paths, doc_type=doc_type, round_number=round_number,
+                    max_bytes=workbench.settings.max_document_bytes)
+    report = workbench.ingest_documents(vendor, paths, doc_type=doc_type,
+                                        round_number=round_number, progress=_progress())
     _emit(report.model_dump(mode="json"))
 
 
@@ -93,8 +101,15 @@ def ingest_questionnaire(
     files: Annotated[list[Path], typer.Argument(help="Bulk payload JSON files (seed 003).")],
 ) -> None:
     """Ingest follow-up questionnaire rounds; every file is validated before any is written."""
+    from core.ingest.questionnaire import check_batch_vendor_ids, load_payload_file
+    from core.models import PayloadLimits
+
     workbench = _workbench(ctx)
-    payloads = workbench.load_questionnaires(files)
+    limits = PayloadLimits.from_settings(workbench.settings)
+    payloads = [load_payload_file(path, limits=limits) for path in files]
+    # A refusal after the first round is written would leave half of the command applied.
+    check_batch_vendor_ids((p.vendor_id for p in payloads), workbench.store,
+                           workbench.embedder.name)
     for payload in payloads:
         _emit(workbench.ingest_questionnaire(payload).model_dump(mode="json"))
 
@@ -117,6 +132,10 @@ def status(
     vendor: Annotated[str | None, typer.Option(help="Only this vendor.")] = None,
 ) -> None:
     """One JSON line per vendor: documents, chunks, follow-up responses, rounds, types."""
+    if vendor is not None:  # an empty --vendor "" is a mistake, not a request for every vendor
+        from core.store import check_vendor_id
+
+        check_vendor_id(vendor)
     for vendor_status in _workbench(ctx).status(vendor):
         _emit(vendor_status.model_dump(mode="json"))
 
@@ -147,11 +166,13 @@ def retrieve(
     """Retrieve the evidence for each criterion and print the trace, context or prompt."""
     from core.ingest.sample import load_criteria
     from core.strategies import get_strategy
+    from core.workbench import MAX_CRITERION_CHARS
 
     if (criterion is None) == (criteria_file is None):
         raise UserInputError("Give exactly one of --criterion TEXT or --criteria-file FILE.")
     get_strategy(strategy)
-    criteria = [criterion] if criterion is not None else load_criteria(criteria_file)
+    criteria = [_utf8_argument("--criterion", criterion)] if criterion is not None else (
+        load_criteria(criteria_file, max_chars=MAX_CRITERION_CHARS))
     workbench = _workbench(ctx)
     warned = False
     for i, text in enumerate(criteria):
@@ -165,6 +186,18 @@ def retrieve(
             if i:
                 typer.echo("")
             typer.echo(trace.context if output_format is OutputFormat.xml else trace.prompt)
+
+
+def _utf8_argument(option: str, value: str) -> str:
+    """Command-line text; bytes that are not UTF-8 arrive as lone surrogates, which nothing
+    downstream can hash or store."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UserInputError(
+            f"{option} is not valid UTF-8 text (character {exc.start + 1} is a stray byte)."
+        ) from None
+    return value
 
 
 def _sentence(message: str) -> str:

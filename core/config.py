@@ -7,6 +7,26 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# Limits on what a user may hand in. They live here, beside Settings, because the payload
+# model enforces the defaults even where no Settings object is at hand.
+MAX_RESPONSES_PER_ROUND = 100
+# A criterion or question is one sentence or a short paragraph; the retrieval side refuses
+# criteria longer than this too, so a longer linked criterion could never be asked for.
+MAX_QUESTION_CHARS = 2000
+# An answer may quote a policy paragraph or two; the embedding model reads only the first
+# few hundred words, and the whole answer goes into every LLM context that cites it.
+MAX_ANSWER_CHARS = 10_000
+# Room for a full round at the limits above even when every character is written as a
+# six-byte JSON escape (100 x 14,000 x 6 = 8.4 MB); a larger file is refused before it is
+# read into memory.
+MAX_QUESTIONNAIRE_BYTES = 10_000_000
+# Larger than any SOC 2 report or policy PDF a reviewer receives; a bigger file is an
+# archive or a scan, and reading it whole would hold it in memory during the ingest.
+MAX_DOCUMENT_BYTES = 50_000_000
+# Follow-up rounds are counted one by one; the bound keeps the number inside ChromaDB's
+# 64-bit metadata integers and catches typing slips.
+MAX_ROUND_NUMBER = 1000
+
 
 class Settings(BaseSettings):
     """Constructor arguments beat EVIDENCE_* environment variables beat these defaults."""
@@ -25,6 +45,11 @@ class Settings(BaseSettings):
     reranker_cache_dir: Path = Path.home() / ".cache" / "flashrank"
     reranker_max_length: int = Field(512, ge=16)
     allow_model_downloads: bool = False
+
+    # Network: a permitted model download gives up when the network stalls this long
+    # (connecting, or waiting for the next bytes). It bounds every wait, not the whole
+    # download, which may take minutes on a slow but live connection.
+    model_download_timeout_s: float = Field(30.0, gt=0.0, le=3600.0)
 
     # Seed 000: post-retrieval hash extraction.
     top_first_stage_n: int = Field(100, ge=1)
@@ -54,7 +79,11 @@ class Settings(BaseSettings):
     # Ingestion.
     chunk_size: int = Field(1000, ge=100)
     chunk_overlap: int = Field(150, ge=0)
-    max_responses_per_round: int = Field(100, ge=1)
+    max_responses_per_round: int = Field(MAX_RESPONSES_PER_ROUND, ge=1)
+    max_question_chars: int = Field(MAX_QUESTION_CHARS, ge=1)
+    max_answer_chars: int = Field(MAX_ANSWER_CHARS, ge=1)
+    max_questionnaire_bytes: int = Field(MAX_QUESTIONNAIRE_BYTES, ge=1)
+    max_document_bytes: int = Field(MAX_DOCUMENT_BYTES, ge=1)
 
     def seed_constants(self) -> dict[str, float | int | None]:
         """The retrieval constants in force, as recorded in every trace."""

@@ -3,11 +3,28 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+)
 
+from core.config import (
+    MAX_ANSWER_CHARS,
+    MAX_QUESTION_CHARS,
+    MAX_QUESTIONNAIRE_BYTES,
+    MAX_RESPONSES_PER_ROUND,
+    MAX_ROUND_NUMBER,
+    Settings,
+)
 from core.hashing import content_hash
 
 VENDOR_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
@@ -35,6 +52,46 @@ def parse_iso_timestamp(value: str) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+@dataclass(frozen=True)
+class PayloadLimits:
+    """What one questionnaire round may hold; the defaults are Settings' defaults."""
+
+    max_responses: int = MAX_RESPONSES_PER_ROUND
+    max_question_chars: int = MAX_QUESTION_CHARS
+    max_answer_chars: int = MAX_ANSWER_CHARS
+    max_bytes: int = MAX_QUESTIONNAIRE_BYTES
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> PayloadLimits:
+        """The limits a Settings object configures."""
+        return cls(max_responses=settings.max_responses_per_round,
+                   max_question_chars=settings.max_question_chars,
+                   max_answer_chars=settings.max_answer_chars,
+                   max_bytes=settings.max_questionnaire_bytes)
+
+
+def payload_limits(info: ValidationInfo) -> PayloadLimits:
+    """The limits passed as validation context, else the defaults."""
+    context = info.context
+    limits = context.get("limits") if isinstance(context, dict) else None
+    return limits if isinstance(limits, PayloadLimits) else PayloadLimits()
+
+
+def check_vendor_text(value: str, max_chars: int) -> str:
+    """Refuse text the store cannot hold faithfully or that no reviewer could read."""
+    if "\x00" in value:
+        raise ValueError(f"contains a NUL character (at position {value.index(chr(0))})")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate, from a JSON escape such as \ud800
+        raise ValueError(
+            f"contains an unpaired surrogate at position {exc.start}, which is not valid "
+            "Unicode") from None
+    if len(value) > max_chars:
+        raise ValueError(f"is {len(value):,} characters long; at most {max_chars:,} are allowed")
+    return value
+
+
 class QuestionnaireResponse(BaseModel):
     """One answered question of a follow-up round (seed 003 bulk API)."""
 
@@ -44,22 +101,27 @@ class QuestionnaireResponse(BaseModel):
 
     @field_validator("question_text", "answer_text")
     @classmethod
-    def _not_blank(cls, value: str) -> str:
+    def _question_and_answer(cls, value: str, info: ValidationInfo) -> str:
         if not value.strip():
             raise ValueError("is blank")
-        return value
+        limits = payload_limits(info)
+        if info.field_name == "answer_text":
+            return check_vendor_text(value, limits.max_answer_chars)
+        return check_vendor_text(value, limits.max_question_chars)
 
     @field_validator("criterion_question_text")
     @classmethod
-    def _blank_criterion_is_ad_hoc(cls, value: str | None) -> str | None:
-        return value if value and value.strip() else None
+    def _blank_criterion_is_ad_hoc(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if not value or not value.strip():
+            return None
+        return check_vendor_text(value, payload_limits(info).max_question_chars)
 
 
 class QuestionnairePayload(BaseModel):
     """A whole follow-up round: refused whole when any part is wrong."""
 
     vendor_id: StrictStr
-    round_number: StrictInt = Field(ge=1)
+    round_number: StrictInt = Field(ge=1, le=MAX_ROUND_NUMBER)
     timestamp: StrictStr
     responses: list[QuestionnaireResponse]
 
@@ -76,9 +138,11 @@ class QuestionnairePayload(BaseModel):
     @classmethod
     def _iso_timestamp(cls, value: str) -> str:
         try:
-            parse_iso_timestamp(value)
+            parse_iso_timestamp(value).astimezone(UTC).timestamp()
         except ValueError:
             raise ValueError("is not an ISO 8601 date and time") from None
+        except OverflowError:  # a valid date whose zone takes it outside years 1-9999 in UTC
+            raise ValueError("is outside the years 1 to 9999 once converted to UTC") from None
         return value
 
     @field_validator("responses")

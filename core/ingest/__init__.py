@@ -2,28 +2,101 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import re
+import stat
 from pathlib import Path
 
 from core.errors import UserInputError
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
-def read_user_file(path: Path) -> bytes:
-    """A file the user named, or one sentence saying why it cannot be read."""
+
+def shown_path(path: Path | str) -> str:
+    """A path as one line of a message: bytes that are not UTF-8 and control characters are
+    escaped, so the sentence can be printed and stays on one line."""
+    text = os.fsencode(path).decode("utf-8", "backslashreplace")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+
+
+def describe_size(size: int) -> str:
+    """Bytes as a person reads them: 950 bytes, 12.3 kB, 52.4 MB."""
+    if size < 1000:
+        return f"{size} bytes"
+    if size < 1_000_000:
+        return f"{size / 1000:.3g} kB"
+    return f"{size / 1_000_000:.3g} MB"
+
+
+def refuse_too_large(name: str, size: int, max_bytes: int, what: str) -> None:
+    """One sentence for a file over its limit; the limit is shown as well as the size."""
+    if size > max_bytes:
+        shown_size, shown_limit = describe_size(size), describe_size(max_bytes)
+        if shown_size == shown_limit:  # just over: rounding would make the two look equal
+            shown_size, shown_limit = f"{size:,} bytes", f"{max_bytes:,} bytes"
+        raise UserInputError(f"{name} is {shown_size}; {what} may be at most {shown_limit}.")
+
+
+def read_user_file(path: Path, *, max_bytes: int | None = None, what: str = "a file") -> bytes:
+    """A regular file the user named, at most max_bytes long, or one sentence saying why not.
+
+    Pipes and devices are refused before a byte is read: reading one could wait forever or
+    never end. The file is opened without blocking and checked on the open handle, so what is
+    checked is what is read."""
+    path = Path(path)
+    shown = shown_path(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        return Path(path).read_bytes()
-    except FileNotFoundError:
-        raise UserInputError(f"{path} does not exist.") from None
-    except IsADirectoryError:
-        raise UserInputError(f"{path} is a folder, not a file.") from None
+        fd = os.open(path, flags)
+    except ValueError:  # a NUL character: no file can have this name
+        raise UserInputError(
+            f"{shown} is not a usable file name (it contains a NUL character).") from None
     except OSError as exc:
-        raise UserInputError(f"{path} cannot be read ({exc.strerror}).") from None
+        raise UserInputError(unreadable_reason(path, exc)) from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise UserInputError(f"{shown} is a folder, not a file.")
+        if not stat.S_ISREG(info.st_mode):
+            raise UserInputError(
+                f"{shown} is not a regular file (a pipe, device or socket cannot be ingested).")
+        if max_bytes is not None:
+            refuse_too_large(shown, info.st_size, max_bytes, what)
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle:
+        try:
+            data = handle.read(-1 if max_bytes is None else max_bytes + 1)
+        except OSError as exc:
+            raise UserInputError(unreadable_reason(path, exc)) from None
+    if max_bytes is not None:  # the file grew after it was measured
+        refuse_too_large(shown, len(data), max_bytes, what)
+    return data
 
 
-def decode_utf8(path: Path, data: bytes) -> str:
+def unreadable_reason(path: Path, exc: OSError) -> str:
+    """One sentence for a path that cannot be opened, naming a broken link or a link loop."""
+    shown = shown_path(path)
+    if exc.errno == errno.ENOENT:
+        if Path(path).is_symlink():
+            return (f"{shown} is a symbolic link to {shown_path(os.readlink(path))}, which does "
+                    "not exist.")
+        return f"{shown} does not exist."
+    if exc.errno == errno.ELOOP:
+        return f"{shown} is a symbolic link loop (following it never reaches a file)."
+    if exc.errno == errno.EISDIR:
+        return f"{shown} is a folder, not a file."
+    return f"{shown} cannot be read ({exc.strerror})."
+
+
+def decode_utf8(path: Path | str, data: bytes) -> str:
     """UTF-8 text (a BOM is allowed), or one sentence naming the first bad byte."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise UserInputError(
-            f"{path} is not valid UTF-8 text (byte {exc.start} cannot be decoded)."
+            f"{shown_path(path)} is not valid UTF-8 text (byte {exc.start} cannot be decoded)."
         ) from None

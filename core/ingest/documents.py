@@ -9,9 +9,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.config import MAX_DOCUMENT_BYTES, MAX_ROUND_NUMBER
 from core.errors import UserInputError
 from core.hashing import file_digest
-from core.ingest import decode_utf8, read_user_file
+from core.ingest import (
+    decode_utf8,
+    read_user_file,
+    refuse_too_large,
+    shown_path,
+    unreadable_reason,
+)
 
 SUPPORTED_SUFFIXES = (".md", ".txt", ".pdf")
 DOCUMENT_TYPES = ("tc_files", "followup_document", "soc2_summary:TRACK")
@@ -39,6 +46,11 @@ class PreparedDocument:
 
 def check_document_type(doc_type: str, round_number: int | None) -> None:
     """Refuse a `type` outside seed 002's values, and a round where it makes no sense."""
+    if not isinstance(doc_type, str):
+        raise UserInputError(f"Document type {doc_type!r} is not text.")
+    if round_number is not None and (isinstance(round_number, bool)
+                                     or not isinstance(round_number, int)):
+        raise UserInputError(f"--round must be a whole number, not {round_number!r}.")
     if doc_type == "followup_document":
         if round_number is None:
             raise UserInputError("--type followup_document needs --round N (the follow-up round).")
@@ -47,39 +59,37 @@ def check_document_type(doc_type: str, round_number: int | None) -> None:
             raise UserInputError("--round applies only to --type followup_document.")
     else:
         raise UserInputError(
-            f"Document type '{doc_type}' is not one of tc_files, followup_document or "
-            "soc2_summary:TRACK."
+            f"Document type '{shown_path(doc_type)}' is not one of tc_files, followup_document "
+            "or soc2_summary:TRACK."
         )
     if round_number is not None and round_number < 1:
         raise UserInputError(f"--round must be 1 or more, not {round_number}.")
+    if round_number is not None and round_number > MAX_ROUND_NUMBER:
+        raise UserInputError(f"--round must be {MAX_ROUND_NUMBER} or less, not {round_number}.")
 
 
 def collect_files(paths: Iterable[Path]) -> list[DocumentFile]:
-    """Files to ingest: explicit files by name, folders walked (links not followed)."""
+    """Files to ingest: explicit files by name, folders walked. Links to folders are not
+    followed, but one that leads back into the walk (a loop) is refused, as is any folder
+    the walk cannot read."""
     found: list[DocumentFile] = []
     for path in paths:
         path = Path(path)
-        if not path.exists():
-            raise UserInputError(f"{path} does not exist.")
+        _check_given_path(path)
         if path.is_dir():
-            for root, dirs, files in os.walk(path, followlinks=False):
-                dirs.sort()
-                for name in sorted(files):
-                    file = Path(root) / name
-                    if file.suffix.lower() in SUPPORTED_SUFFIXES and not name.startswith("."):
-                        found.append(DocumentFile(file, file.relative_to(path).as_posix()))
+            found.extend(_walk(path))
         elif path.suffix.lower() in SUPPORTED_SUFFIXES:
-            found.append(DocumentFile(path, path.name))
+            found.append(DocumentFile(path, _source_name(path, path.name)))
         else:
             raise UserInputError(
-                f"{path} is not a supported document; use .md, .txt or .pdf files."
+                f"{shown_path(path)} is not a supported document; use .md, .txt or .pdf files."
             )
     by_source: dict[str, Path] = {}
     for doc in found:
-        if doc.source in by_source and by_source[doc.source].resolve() != doc.path.resolve():
+        if doc.source in by_source and not _same_file(by_source[doc.source], doc.path):
             raise UserInputError(
-                f"{by_source[doc.source]} and {doc.path} would both be stored as "
-                f"'{doc.source}'; ingest them in separate commands or rename one."
+                f"{shown_path(by_source[doc.source])} and {shown_path(doc.path)} would both be "
+                f"stored as '{doc.source}'; ingest them in separate commands or rename one."
             )
         by_source[doc.source] = doc.path
     unique = {doc.source: doc for doc in found}
@@ -88,12 +98,90 @@ def collect_files(paths: Iterable[Path]) -> list[DocumentFile]:
     return list(unique.values())
 
 
+def _check_given_path(path: Path) -> None:
+    if "\x00" in str(path):
+        raise UserInputError(
+            f"{shown_path(path)} is not a usable path (it contains a NUL character).")
+    try:
+        path.stat()
+    except OSError as exc:
+        raise UserInputError(unreadable_reason(path, exc)) from None
+
+
+def _walk(folder: Path) -> list[DocumentFile]:
+    def refuse(exc: OSError) -> None:
+        raise UserInputError(
+            f"{shown_path(exc.filename or folder)} cannot be read ({exc.strerror}).")
+
+    found = []
+    for root, dirs, files in os.walk(folder, followlinks=False, onerror=refuse):
+        dirs.sort()
+        for name in dirs:
+            linked = Path(root) / name
+            if linked.is_symlink():
+                _refuse_folder_loop(linked, Path(root))
+        for name in sorted(files):
+            file = Path(root) / name
+            if file.suffix.lower() in SUPPORTED_SUFFIXES and not name.startswith("."):
+                found.append(DocumentFile(file, _source_name(file,
+                                                             file.relative_to(folder).as_posix())))
+    return found
+
+
+def _refuse_folder_loop(link: Path, parent: Path) -> None:
+    """A link to a folder is skipped, unless it leads back to where the walk already is."""
+    try:
+        target = link.resolve(strict=True)
+        inside = parent.resolve(strict=True)
+    except (OSError, RuntimeError):  # it is not followed, so what it leads to does not matter
+        return
+    if inside.is_relative_to(target):
+        raise UserInputError(
+            f"{shown_path(link)} is a symbolic link loop (it leads back to a folder that "
+            "contains it); remove the link or ingest the files another way.")
+
+
+def _source_name(path: Path, source: str) -> str:
+    """The name a document is stored under; it must be text the store and a reader can hold."""
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UserInputError(
+            f"{shown_path(path)} has a name that is not valid UTF-8; rename the file.") from None
+    return source
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    try:
+        return first.resolve(strict=True) == second.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return False
+
+
+def check_documents(paths: Iterable[Path], *, doc_type: str, round_number: int | None,
+                    max_bytes: int = MAX_DOCUMENT_BYTES) -> list[DocumentFile]:
+    """Every check of a document ingest that needs neither the store nor the file contents:
+    type, round, the files found and their sizes."""
+    check_document_type(doc_type, round_number)
+    files = collect_files(paths)
+    for doc in files:
+        try:
+            size = doc.path.stat().st_size
+        except OSError:
+            continue  # reading it reports why, in its own sentence
+        refuse_too_large(shown_path(doc.path), size, max_bytes, "a document")
+    return files
+
+
 def read_pages(path: Path, data: bytes) -> list[tuple[str, int | None]]:
     """The text of a document as (text, page number); pages are None for text files."""
     if path.suffix.lower() == ".pdf":
         return _read_pdf(path, data)
+    if data.startswith(b"%PDF-"):
+        raise UserInputError(
+            f"{shown_path(path)} is a PDF file with a {path.suffix} name; rename it to .pdf.")
     if b"\x00" in data:
-        raise UserInputError(f"{path} is not a text file (it contains NUL bytes).")
+        raise UserInputError(f"{shown_path(path)} is not a text file (it contains NUL bytes).")
     return [(decode_utf8(path, data), None)]
 
 
@@ -101,10 +189,10 @@ def _read_pdf(path: Path, data: bytes) -> list[tuple[str, int | None]]:
     import io
 
     from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
 
+    shown = shown_path(path)
     if not data.startswith(b"%PDF-"):
-        raise UserInputError(f"{path} is not a PDF file (it does not start with %PDF-).")
+        raise UserInputError(f"{shown} is not a PDF file (it does not start with %PDF-).")
     # pypdf logs its repairs of damaged files; the refusal sentence below says it once.
     pypdf_logger = logging.getLogger("pypdf")
     saved_level = pypdf_logger.level
@@ -112,15 +200,15 @@ def _read_pdf(path: Path, data: bytes) -> list[tuple[str, int | None]]:
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
-            raise UserInputError(f"{path} is an encrypted PDF; decrypt it before ingesting.")
-        return [(page.extract_text() or "", number)
+            raise UserInputError(f"{shown} is an encrypted PDF; decrypt it before ingesting.")
+        # NUL characters come from fonts without a text mapping; they carry no words.
+        return [((page.extract_text() or "").replace("\x00", ""), number)
                 for number, page in enumerate(reader.pages, start=1)]
     except UserInputError:
         raise
-    except (PdfReadError, ValueError, KeyError, TypeError, IndexError, OSError) as exc:
-        raise UserInputError(
-            f"{path} is not a readable PDF ({' '.join(str(exc).split())[:120]})."
-        ) from None
+    except Exception as exc:  # a damaged file can break any part of the parser
+        detail = " ".join(str(exc).split())[:120] or type(exc).__name__
+        raise UserInputError(f"{shown} is not a readable PDF ({detail}).") from None
     finally:
         pypdf_logger.setLevel(saved_level)
 
@@ -134,9 +222,10 @@ def make_splitter(chunk_size: int, chunk_overlap: int, suffix: str):
     return RecursiveCharacterTextSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
 
 
-def prepare_document(doc: DocumentFile, chunk_size: int, chunk_overlap: int) -> PreparedDocument:
+def prepare_document(doc: DocumentFile, chunk_size: int, chunk_overlap: int, *,
+                     max_bytes: int = MAX_DOCUMENT_BYTES) -> PreparedDocument:
     """Read and chunk one file; a PDF is split page by page so each chunk keeps its page."""
-    data = read_user_file(doc.path)
+    data = read_user_file(doc.path, max_bytes=max_bytes, what="a document")
     pages = read_pages(doc.path, data)
     splitter = make_splitter(chunk_size, chunk_overlap, doc.path.suffix.lower())
     chunks = [
@@ -147,7 +236,7 @@ def prepare_document(doc: DocumentFile, chunk_size: int, chunk_overlap: int) -> 
     ]
     if not chunks:
         raise UserInputError(
-            f"{doc.path} has no extractable text"
+            f"{shown_path(doc.path)} has no extractable text"
             + (" (a scanned PDF needs OCR first)." if doc.path.suffix.lower() == ".pdf" else ".")
         )
     return PreparedDocument(

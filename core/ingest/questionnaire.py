@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,13 +12,15 @@ from pydantic import ValidationError
 
 from core.errors import UserInputError
 from core.hashing import content_hash, criterion_question_hash, format_embedding_content
-from core.ingest import decode_utf8, read_user_file
+from core.ingest import decode_utf8, read_user_file, refuse_too_large, shown_path
 from core.models import (
     FOLLOWUP_SOURCE_TYPE,
+    PayloadLimits,
     QuestionnairePayload,
     StoredRecord,
     followup_type,
 )
+from core.store import EvidenceStore
 
 
 def followup_record_id(vendor_id: str, content_key: str, round_number: int) -> str:
@@ -28,33 +32,84 @@ def followup_source(round_number: int) -> str:
     return f"Follow-up Questionnaire Round {round_number}"
 
 
-def parse_payload(data: Any, *, where: str = "payload", max_responses: int = 100
-                  ) -> QuestionnairePayload:
+def _limits(limits: PayloadLimits | None, max_responses: int | None) -> PayloadLimits:
+    limits = limits or PayloadLimits()
+    if max_responses is not None:
+        limits = replace(limits, max_responses=max_responses)
+    return limits
+
+
+def parse_payload(data: Any, *, where: str = "payload", max_responses: int | None = None,
+                  limits: PayloadLimits | None = None) -> QuestionnairePayload:
     """Validate a decoded payload; refuse it whole in one sentence naming the field."""
+    limits = _limits(limits, max_responses)
     if not isinstance(data, dict):
         raise UserInputError(f"{where} must be a JSON object, not {_json_kind(data)}.")
     responses = data.get("responses")
-    if isinstance(responses, list) and len(responses) > max_responses:
+    if isinstance(responses, list) and len(responses) > limits.max_responses:
         raise UserInputError(
-            f"{where}: responses holds {len(responses)} entries; at most {max_responses} "
+            f"{where}: responses holds {len(responses)} entries; at most {limits.max_responses} "
             "are allowed in one round."
         )
     try:
-        return QuestionnairePayload.model_validate(data)
+        return QuestionnairePayload.model_validate(data, context={"limits": limits})
     except ValidationError as exc:
         raise UserInputError(f"{where}: {_first_error(exc)}") from None
 
 
-def load_payload_file(path: Path, *, max_responses: int = 100) -> QuestionnairePayload:
-    """Read and validate one questionnaire file."""
-    raw = read_user_file(path)
+def parse_payload_bytes(name: str, raw: bytes, *, max_responses: int | None = None,
+                        limits: PayloadLimits | None = None) -> QuestionnairePayload:
+    """Decode and validate the bytes of one payload file, from disk or from an upload."""
+    limits = _limits(limits, max_responses)
+    refuse_too_large(name, len(raw), limits.max_bytes, "a questionnaire round")
+    text = decode_utf8(name, raw)
     try:
-        data = json.loads(decode_utf8(path, raw))
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
+        reason = exc.msg.removesuffix(" at")  # "Invalid control character at"
         raise UserInputError(
-            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})."
+            f"{name} is not valid JSON ({reason} at line {exc.lineno}, column {exc.colno})."
         ) from None
-    return parse_payload(data, where=str(path), max_responses=max_responses)
+    except RecursionError:
+        raise UserInputError(
+            f"{name} is not a questionnaire round (its JSON is nested too deeply to read)."
+        ) from None
+    except ValueError:  # an integer longer than Python converts (4,300 digits by default)
+        raise UserInputError(
+            f"{name} is not a questionnaire round (it holds a number too long to read)."
+        ) from None
+    return parse_payload(data, where=name, limits=limits)
+
+
+def load_payload_file(path: Path, *, max_responses: int | None = None,
+                      limits: PayloadLimits | None = None) -> QuestionnairePayload:
+    """Read and validate one questionnaire file; an oversized file is refused unread."""
+    limits = _limits(limits, max_responses)
+    raw = read_user_file(path, max_bytes=limits.max_bytes, what="a questionnaire round")
+    return parse_payload_bytes(shown_path(path), raw, limits=limits)
+
+
+def check_batch_vendor_ids(vendor_ids: Iterable[str], store: EvidenceStore,
+                           embedding_model: str) -> None:
+    """Refuse, before any round of a batch is written, what would refuse a later round: a
+    vendor id differing only in case from a vendor in the store or earlier in the batch, and
+    a vendor in the store indexed with another embedding model."""
+    existing = store.vendor_ids()
+    earlier: list[str] = []
+    for vendor_id in vendor_ids:
+        if vendor_id in earlier:
+            continue
+        if vendor_id in existing:
+            store.open_vendor(vendor_id, embedding_model=embedding_model)
+        else:
+            EvidenceStore.refuse_case_clash(vendor_id, existing)
+            clash = [v for v in earlier if v.lower() == vendor_id.lower()]
+            if clash:
+                raise UserInputError(
+                    f"Vendor id '{vendor_id}' differs only in case from '{clash[0]}' earlier "
+                    "in the same batch of rounds; spell the vendor id the same way in every "
+                    "round.")
+        earlier.append(vendor_id)
 
 
 def payload_records(payload: QuestionnairePayload) -> list[StoredRecord]:
@@ -102,6 +157,9 @@ def _first_error(exc: ValidationError) -> str:
         return f"field {field} must be {_expected(kind)}, not {_json_kind(error.get('input'))}."
     if kind == "greater_than_equal":
         return f"field {field} must be 1 or more, not {error.get('input')!r}."
+    if kind == "less_than_equal":
+        return (f"field {field} must be {error.get('ctx', {}).get('le')} or less, "
+                f"not {error.get('input')!r}.")
     return f"field {field} {message.rstrip('.')}."
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import UserInputError
-from core.ingest import decode_utf8, read_user_file
+from core.ingest import decode_utf8, read_user_file, shown_path
 
 _ROUND_DIR = re.compile(r"round_(\d+)")
 
@@ -81,10 +81,27 @@ def ingest_sample(workbench, root: Path = DEFAULT_SAMPLE_DIR,
     return reports
 
 
-def load_criteria(path: Path) -> list[str]:
-    """One criterion per line, blank lines skipped."""
-    text = decode_utf8(path, read_user_file(path))
-    criteria = [line.strip() for line in text.splitlines() if line.strip()]
+# A thousand criteria at the longest a criterion may be; a criteria file is a short list.
+MAX_CRITERIA_FILE_BYTES = 2_000_000
+
+
+def load_criteria(path: Path, *, max_chars: int | None = None) -> list[str]:
+    """One criterion per line, blank lines skipped; every line is checked before any is used,
+    so a bad line late in the file refuses the file before anything is printed."""
+    text = decode_utf8(path, read_user_file(path, max_bytes=MAX_CRITERIA_FILE_BYTES,
+                                            what="a criteria file"))
+    criteria = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        criterion = line.strip()
+        if not criterion:
+            continue
+        if "\x00" in criterion:
+            raise UserInputError(f"{shown_path(path)} line {number} contains a NUL character.")
+        if max_chars is not None and len(criterion) > max_chars:
+            raise UserInputError(
+                f"{shown_path(path)} line {number} is {len(criterion):,} characters long; a "
+                f"criterion may be at most {max_chars:,}.")
+        criteria.append(criterion)
     if not criteria:
-        raise UserInputError(f"{path} holds no criteria (one per line).")
+        raise UserInputError(f"{shown_path(path)} holds no criteria (one per line).")
     return criteria

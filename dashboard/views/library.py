@@ -3,19 +3,22 @@ rounds, and a browser over the stored chunks."""
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pandas as pd
 import streamlit as st
 
+from core.config import MAX_ROUND_NUMBER
 from core.errors import EvidenceError, UserInputError
-from core.ingest import decode_utf8
-from core.ingest.questionnaire import parse_payload
-from core.models import QuestionnairePayload
+from core.ingest import refuse_too_large, shown_path
+from core.ingest.documents import check_document_type
+from core.ingest.questionnaire import check_batch_vendor_ids, parse_payload_bytes
+from core.models import PayloadLimits, QuestionnairePayload
+from core.store import check_vendor_id
 from core.workbench import (
     DocumentIngestReport,
     QuestionnaireIngestReport,
@@ -26,6 +29,7 @@ from dashboard import charts, resources
 
 Upload = tuple[str, bytes]  # (file name, content)
 Progress = Callable[[str, int, int], None]
+T = TypeVar("T")
 DOC_TYPES = {
     "tc_files": "tc_files: original vendor documents",
     "followup_document": "followup_document: uploaded with a follow-up round",
@@ -40,7 +44,15 @@ def save_uploads(folder: Path, uploads: Sequence[Upload]) -> list[Path]:
     for name, data in uploads:
         clean = Path(name.replace("\\", "/")).name
         if not clean or clean in {".", ".."}:
-            raise UserInputError(f"The uploaded file name '{name}' cannot be stored.")
+            raise UserInputError(f"The uploaded file name '{shown_path(name)}' cannot be stored.")
+        try:
+            encoded = clean.encode("utf-8")
+        except UnicodeEncodeError:
+            encoded = b""
+        if not encoded or shown_path(clean) != clean or len(encoded) > 255:
+            raise UserInputError(
+                f"The uploaded file name '{shown_path(clean)}' cannot be stored; rename the "
+                "file (at most 255 bytes, no control characters).")
         path = folder / clean
         if path in paths:
             raise UserInputError(
@@ -56,6 +68,11 @@ def ingest_uploaded_documents(workbench: Workbench, vendor_id: str, uploads: Seq
     """Ingest uploaded files as documents; a refusal names the file, never a temp folder."""
     if not uploads:
         raise UserInputError("Choose at least one .md, .txt or .pdf file to upload.")
+    check_vendor_id(vendor_id)
+    check_document_type(doc_type, round_number)
+    limit = workbench.settings.max_document_bytes
+    for name, data in uploads:  # refused before anything is copied to disk
+        refuse_too_large(shown_path(name), len(data), limit, "a document")
     with tempfile.TemporaryDirectory(prefix="evidence-upload-") as folder:
         try:
             paths = save_uploads(Path(folder), uploads)
@@ -65,36 +82,25 @@ def ingest_uploaded_documents(workbench: Workbench, vendor_id: str, uploads: Seq
             raise UserInputError(str(exc).replace(folder + os.sep, "")) from None
 
 
-def read_questionnaires(uploads: Sequence[Upload], *, max_responses: int = 100
-                        ) -> list[QuestionnairePayload]:
+def read_questionnaires(uploads: Sequence[Upload], *, max_responses: int | None = None,
+                        limits: PayloadLimits | None = None) -> list[QuestionnairePayload]:
     """Validate every uploaded round before any is written; one sentence on the first fault."""
     if not uploads:
         raise UserInputError("Choose at least one questionnaire .json file to upload.")
-    payloads = []
-    for name, data in uploads:
-        text = decode_utf8(Path(name), data)
-        try:
-            decoded = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UserInputError(
-                f"{name} is not valid JSON ({exc.msg} at line {exc.lineno}, "
-                f"column {exc.colno})."
-            ) from None
-        payloads.append(parse_payload(decoded, where=name, max_responses=max_responses))
-    return payloads
+    return [parse_payload_bytes(shown_path(name), data, max_responses=max_responses,
+                                limits=limits)
+            for name, data in uploads]
 
 
 def ingest_uploaded_questionnaires(workbench: Workbench, uploads: Sequence[Upload],
                                    progress: Progress | None = None
                                    ) -> list[QuestionnaireIngestReport]:
     """Validate all rounds (and their vendor ids against the store), then write each."""
-    payloads = read_questionnaires(
-        uploads, max_responses=workbench.settings.max_responses_per_round)
-    known = workbench.vendor_ids()
-    for payload in payloads:  # a refusal after the first write would leave a half upload
-        if payload.vendor_id not in known:
-            workbench.store.refuse_case_clash(payload.vendor_id, known)
-            known.append(payload.vendor_id)
+    payloads = read_questionnaires(uploads,
+                                   limits=PayloadLimits.from_settings(workbench.settings))
+    # A refusal after the first write would leave half an upload behind.
+    check_batch_vendor_ids((p.vendor_id for p in payloads), workbench.store,
+                           workbench.embedder.name)
     return [workbench.ingest_questionnaire(p, progress=progress) for p in payloads]
 
 
@@ -148,6 +154,21 @@ def progress_bar(text: str) -> tuple[Progress, Callable[[], None]]:
     return show, bar.empty
 
 
+def run_ingest(label: str, ingest: Callable[[Progress], T]) -> T | None:
+    """Run an ingest under a progress bar; a refusal or failure becomes one st.error and
+    None (nothing was written: the ingest functions validate before they write)."""
+    show, done = progress_bar(label)
+    try:
+        return ingest(show)
+    except UserInputError as exc:
+        done()
+        st.error(str(exc))
+    except EvidenceError as exc:
+        done()
+        st.error(f"The ingest failed: {exc}")
+    return None
+
+
 def chunks_text(count: int) -> str:
     return f"{count} chunk" + ("" if count == 1 else "s")
 
@@ -166,109 +187,103 @@ def show_outcome(section: str) -> None:
         st.success(st.session_state.pop("library_outcome")[1])
 
 
-selection = resources.selection()
-workbench = resources.get_workbench()
-st.title("Evidence library")
-st.caption(f"Selected vendor: **{selection.vendor_id}**" if selection
-           else "No vendor selected in the sidebar.")
+def render() -> None:
+    """The page: counts, the two upload forms, and the chunk browser."""
+    selection = resources.selection()
+    workbench = resources.get_workbench()
+    st.title("Evidence library")
+    st.caption(f"Selected vendor: **{selection.vendor_id}**" if selection
+               else "No vendor selected in the sidebar.")
 
-statuses = resources.vendor_statuses()
-st.subheader("What the store holds")
-if statuses:
-    documents = {s.vendor_id: workbench.documents(s.vendor_id) for s in statuses}
-    st.caption("Counts of committed records; a follow-up response is one answered question.")
-    st.dataframe(vendor_table(statuses), hide_index=True)
-    chart, by_type = st.columns([3, 2])
-    chart.plotly_chart(charts.library_counts_figure(
-        {s.vendor_id: s.by_type for s in statuses}), key="counts_figure")
-    with by_type:
-        st.markdown("**Records by type**")
-        st.dataframe(type_table(statuses), hide_index=True)
-    st.markdown("**By follow-up round**")
-    st.dataframe(round_table(statuses, documents), hide_index=True)
-    if any(s.incomplete_chunks for s in statuses):
-        st.warning("Some chunks belong to an interrupted ingest and are not counted; "
-                   "ingesting the same files again completes it.")
-else:
-    st.info("The store is empty: upload documents or a questionnaire round below.")
+    statuses = resources.vendor_statuses()
+    st.subheader("What the store holds")
+    if statuses:
+        documents = {s.vendor_id: workbench.documents(s.vendor_id) for s in statuses}
+        st.caption("Counts of committed records; a follow-up response is one answered question.")
+        st.dataframe(vendor_table(statuses), hide_index=True)
+        chart, by_type = st.columns([3, 2])
+        chart.plotly_chart(charts.library_counts_figure(
+            {s.vendor_id: s.by_type for s in statuses}), key="counts_figure")
+        with by_type:
+            st.markdown("**Records by type**")
+            st.dataframe(type_table(statuses), hide_index=True)
+        st.markdown("**By follow-up round**")
+        st.dataframe(round_table(statuses, documents), hide_index=True)
+        if any(s.incomplete_chunks for s in statuses):
+            st.warning("Some chunks belong to an interrupted ingest and are not counted; "
+                       "ingesting the same files again completes it.")
+    else:
+        st.info("The store is empty: upload documents or a questionnaire round below.")
 
-st.subheader("Upload documents")
-vendor_id = st.text_input("Vendor id", value=selection.vendor_id if selection else "",
-                          key="upload_vendor",
-                          help="Letters, digits, '_' or '-'; a new id creates a vendor.")
-kind = st.selectbox("Document type", list(DOC_TYPES), format_func=DOC_TYPES.get,
-                    key="upload_type")
-round_number = None
-doc_type = kind
-if kind == "followup_document":
-    round_number = int(st.number_input("Follow-up round", min_value=1, value=1, step=1,
-                                       key="upload_round"))
-elif kind == "soc2_summary":
-    doc_type = "soc2_summary:" + st.text_input("SOC 2 summary track", value="overview",
-                                               key="upload_track").strip()
-files = st.file_uploader("Documents (.md, .txt, .pdf)", type=["md", "txt", "pdf"],
-                         accept_multiple_files=True, key="upload_documents")
-if st.button("Ingest the documents", key="ingest_documents", disabled=not files):
-    show, done = progress_bar("Ingesting documents:")
-    try:
-        report = ingest_uploaded_documents(
+    st.subheader("Upload documents")
+    vendor_id = st.text_input("Vendor id", value=selection.vendor_id if selection else "",
+                              key="upload_vendor",
+                              help="Letters, digits, '_' or '-'; a new id creates a vendor.")
+    kind = st.selectbox("Document type", list(DOC_TYPES), format_func=DOC_TYPES.get,
+                        key="upload_type")
+    round_number = None
+    doc_type = kind
+    if kind == "followup_document":
+        round_number = int(st.number_input("Follow-up round", min_value=1,
+                                           max_value=MAX_ROUND_NUMBER, value=1, step=1,
+                                           key="upload_round"))
+    elif kind == "soc2_summary":
+        doc_type = "soc2_summary:" + st.text_input("SOC 2 summary track", value="overview",
+                                                   key="upload_track").strip()
+    files = st.file_uploader("Documents (.md, .txt, .pdf)", type=["md", "txt", "pdf"],
+                             accept_multiple_files=True, key="upload_documents")
+    if st.button("Ingest the documents", key="ingest_documents", disabled=not files):
+        report = run_ingest("Ingesting documents:", lambda show: ingest_uploaded_documents(
             workbench, vendor_id.strip(), [(f.name, f.getvalue()) for f in files or []],
-            doc_type, round_number, show)
-    except UserInputError as exc:
-        done()
-        st.error(str(exc))
-    except EvidenceError as exc:
-        done()
-        st.error(f"The ingest failed: {exc}")
-    else:
-        finish("documents", f"{report.vendor_id}, {report.type}: "
-               + "; ".join(f"{d.source} {d.status} ({chunks_text(d.chunks)})"
-                           for d in report.documents)
-               + f". {chunks_text(report.chunks_written)} written.")
-show_outcome("documents")
+            doc_type, round_number, show))
+        if report is not None:
+            finish("documents", f"{report.vendor_id}, {report.type}: "
+                   + "; ".join(f"{d.source} {d.status} ({chunks_text(d.chunks)})"
+                               for d in report.documents)
+                   + f". {chunks_text(report.chunks_written)} written.")
+    show_outcome("documents")
 
-st.subheader("Upload questionnaire rounds")
-st.caption("The seed-003 bulk payload: vendor_id, round_number, timestamp, responses. "
-           "Every file is checked before any is written.")
-rounds = st.file_uploader("Questionnaire rounds (.json)", type=["json"],
-                          accept_multiple_files=True, key="upload_questionnaires")
-if st.button("Ingest the rounds", key="ingest_questionnaires", disabled=not rounds):
-    show, done = progress_bar("Ingesting rounds:")
-    try:
-        reports = ingest_uploaded_questionnaires(
-            workbench, [(f.name, f.getvalue()) for f in rounds or []], show)
-    except UserInputError as exc:
-        done()
-        st.error(str(exc))
-    except EvidenceError as exc:
-        done()
-        st.error(f"The ingest failed: {exc}")
-    else:
-        finish("rounds", "; ".join(f"{r.vendor_id} round {r.round_number}: "
-                                   f"{r.indexed_count} responses" for r in reports) + " stored.")
-show_outcome("rounds")
+    st.subheader("Upload questionnaire rounds")
+    st.caption("The seed-003 bulk payload: vendor_id, round_number, timestamp, responses. "
+               "Every file is checked before any is written.")
+    rounds = st.file_uploader("Questionnaire rounds (.json)", type=["json"],
+                              accept_multiple_files=True, key="upload_questionnaires")
+    if st.button("Ingest the rounds", key="ingest_questionnaires", disabled=not rounds):
+        reports = run_ingest("Ingesting rounds:", lambda show: ingest_uploaded_questionnaires(
+            workbench, [(f.name, f.getvalue()) for f in rounds or []], show))
+        if reports is not None:
+            finish("rounds", "; ".join(f"{r.vendor_id} round {r.round_number}: "
+                                       f"{r.indexed_count} responses" for r in reports)
+                   + " stored.")
+    show_outcome("rounds")
 
-st.subheader("Browse and search the stored chunks")
-vendors = [s.vendor_id for s in statuses]
-if not vendors:
-    st.info("Nothing to browse yet.")
-    st.stop()
-browse_vendor = st.selectbox(
-    "Vendor", vendors, key="browse_vendor",
-    index=vendors.index(selection.vendor_id) if selection and selection.vendor_id in vendors
-    else 0)
-types = sorted(next(s.by_type for s in statuses if s.vendor_id == browse_vendor))
-search, type_filter = st.columns([2, 1])
-contains = search.text_input("Text contains (exact, case-sensitive)", key="library_search")
-chosen_type = type_filter.selectbox("Type", ["all types", *types], key="library_type")
-chunks = workbench.browse_chunks(
-    browse_vendor, contains=contains or None,
-    doc_type=None if chosen_type == "all types" else chosen_type)
-st.caption(f"{len(chunks)} records" + (" (the first 200)" if len(chunks) >= 200 else ""))
-st.dataframe(pd.DataFrame(chunks).reindex(columns=BROWSE_COLUMNS), hide_index=True,
-             column_config={
-                 "id": st.column_config.TextColumn(width="small"),
-                 "text": st.column_config.TextColumn(width="large"),
-                 "page": st.column_config.NumberColumn(format="%d"),
-                 "round_number": st.column_config.NumberColumn(format="%d"),
-             })
+    st.subheader("Browse and search the stored chunks")
+    vendors = [s.vendor_id for s in statuses]
+    if not vendors:
+        st.info("Nothing to browse yet.")
+        st.stop()
+    browse_vendor = st.selectbox(
+        "Vendor", vendors, key="browse_vendor",
+        index=vendors.index(selection.vendor_id) if selection and selection.vendor_id in vendors
+        else 0)
+    types = sorted(next(s.by_type for s in statuses if s.vendor_id == browse_vendor))
+    search, type_filter = st.columns([2, 1])
+    contains = search.text_input("Text contains (exact, case-sensitive)", key="library_search")
+    chosen_type = type_filter.selectbox("Type", ["all types", *types], key="library_type")
+    chunks = workbench.browse_chunks(
+        browse_vendor, contains=contains or None,
+        doc_type=None if chosen_type == "all types" else chosen_type)
+    st.caption(f"{len(chunks)} records" + (" (the first 200)" if len(chunks) >= 200 else ""))
+    st.dataframe(pd.DataFrame(chunks).reindex(columns=BROWSE_COLUMNS), hide_index=True,
+                 column_config={
+                     "id": st.column_config.TextColumn(width="small"),
+                     "text": st.column_config.TextColumn(width="large"),
+                     "page": st.column_config.NumberColumn(format="%d"),
+                     "round_number": st.column_config.NumberColumn(format="%d"),
+                 })
+
+
+# Streamlit runs a page file as __main__; importing it (as the tests do) defines the functions
+# above without drawing the page or opening a store.
+if __name__ == "__main__":
+    render()

@@ -1,0 +1,930 @@
+"""Bad input, everywhere a user can give it, is refused in one plain sentence naming the
+problem, and the store is left exactly as it was.
+
+Three doors are tried: the library API (Workbench, raising UserInputError), the `evidence`
+command (exit 2, one line on stderr starting `evidence: error:`, nothing on stdout), and the
+dashboard's Evidence library uploads (the functions behind its buttons, and the page itself).
+"Exactly as it was" is checked with tests/support/snapshot.py: every row of ChromaDB's
+database and every record of every collection, before and after. Refusals that
+test_questionnaire.py, test_documents.py and test_cli.py already cover are not repeated.
+
+Most command-line cases run the command's own `main()` in this process with the output
+captured at the file-descriptor level, which is fast; a handful run the real command in its
+own process. The PDF fuzz below runs 30 hypothesis examples.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fpdf import FPDF
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pypdf import PdfReader, PdfWriter
+
+from core.cli import main
+from core.config import (
+    MAX_ANSWER_CHARS,
+    MAX_DOCUMENT_BYTES,
+    MAX_QUESTION_CHARS,
+    MAX_QUESTIONNAIRE_BYTES,
+    MAX_ROUND_NUMBER,
+    Settings,
+)
+from core.errors import UserInputError
+from core.ingest.documents import DocumentFile, check_documents, prepare_document
+from core.ingest.questionnaire import load_payload_file, parse_payload
+from core.models import PayloadLimits
+from core.workbench import Workbench
+from tests.conftest import AES_CRITERION
+from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.snapshot import assert_unchanged, database_snapshot, store_snapshot
+
+REPO = Path(__file__).resolve().parents[1]
+POLICY = "# Key management\n\nCustomer data keys are rotated every 90 days and logged.\n"
+
+
+# Checking a refusal ------------------------------------------------------------------------
+
+def assert_one_sentence(message: str, *names: str) -> None:
+    """One line, one sentence, naming every one of `names` (case-insensitive)."""
+    assert message.strip() and "\n" not in message, repr(message)
+    assert "Traceback" not in message
+    assert message.endswith("."), repr(message)
+    assert not re.search(r"[.!?] [A-Z]", message), f"more than one sentence: {message!r}"
+    for name in names:
+        assert name.lower() in message.lower(), f"{name!r} not named in {message!r}"
+
+
+@contextmanager
+def refused(workbench: Workbench, *names: str) -> Iterator[None]:
+    """The block raises UserInputError in one sentence naming `names`; the store is as before."""
+    before = store_snapshot(workbench)
+    with pytest.raises(UserInputError) as caught:
+        yield
+    assert_one_sentence(str(caught.value), *names)
+    assert_unchanged(before, store_snapshot(workbench))
+
+
+def make_workbench(store: Path, **overrides: Any) -> Workbench:
+    return Workbench(Settings(store=store, reranker_cache_dir=store.parent / "no-models",
+                              **overrides),
+                     embedder=FakeEmbedder(), reranker=FakeReranker())
+
+
+def write(path: Path, data: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    path.write_bytes(data)
+    return path
+
+
+# Inputs --------------------------------------------------------------------------------------
+
+def payload(vendor_id: str = "acme", round_number: int = 7, **response: Any) -> dict[str, Any]:
+    """A valid round of two responses; keyword arguments change the first response."""
+    first = {"criterion_question_text": AES_CRITERION,
+             "question_text": "Which cipher protects stored customer data?",
+             "answer_text": "AES-256 in GCM mode."} | response
+    return {"vendor_id": vendor_id, "round_number": round_number,
+            "timestamp": "2024-03-01T10:00:00Z",
+            "responses": [first, {"criterion_question_text": None,
+                                  "question_text": "Who is your data protection officer?",
+                                  "answer_text": "Jane Doe."}]}
+
+
+def pdf_bytes(text: str | None = "Customer data keys are rotated every 90 days.", *,
+              compress: bool = True) -> bytes:
+    pdf = FPDF()
+    pdf.set_compression(compress)
+    pdf.add_page()
+    if text:
+        pdf.set_font("helvetica", size=12)
+        pdf.cell(text=text)
+    return bytes(pdf.output())
+
+
+def encrypted_pdf_bytes() -> bytes:
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf_bytes())))
+    writer.encrypt("reviewers-only")
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def pageless_pdf_bytes() -> bytes:
+    out = io.BytesIO()
+    PdfWriter().write(out)
+    return out.getvalue()
+
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00"
+DOCX = b"PK\x03\x04\x14\x00\x06\x00\x08\x00\x00\x00!\x00word/document.xml" + bytes(64)
+SCRAMBLED_PDF = b"%PDF-1.7\n" + bytes(range(256)) * 8
+
+
+# Document files a user may hand in, by bytes (what an upload can carry too) ...
+BAD_DOCUMENT_BYTES: dict[str, tuple[str, Callable[[], bytes], list[str]]] = {
+    "encrypted PDF": ("locked.pdf", encrypted_pdf_bytes, ["locked.pdf", "encrypted"]),
+    "PDF without text": ("blank.pdf", lambda: pdf_bytes(None), ["blank.pdf", "no extractable"]),
+    "PDF without pages": ("nopages.pdf", pageless_pdf_bytes, ["nopages.pdf", "no extractable"]),
+    "PDF scrambled after its header": ("scrambled.pdf", lambda: SCRAMBLED_PDF,
+                                       ["scrambled.pdf", "not a readable PDF"]),
+    "PDF named .md": ("report.md", pdf_bytes, ["report.md", "rename it to .pdf"]),
+    "uncompressed PDF named .txt": ("report.txt", lambda: pdf_bytes(compress=False),
+                                    ["report.txt", "rename it to .pdf"]),
+    "PNG image named .md": ("diagram.md", lambda: PNG, ["diagram.md", "not a text file"]),
+    "Word document named .txt": ("policy.txt", lambda: DOCX, ["policy.txt", "not a text file"]),
+    "NUL bytes in text": ("notes.txt", lambda: b"Keys rotate.\x00\x00\n", ["notes.txt", "NUL"]),
+    "invalid UTF-8 in text": ("notes.md", lambda: "Schl\xfcssel rotate.\n".encode("latin-1"),
+                              ["notes.md", "UTF-8"]),
+}
+
+
+def _bytes_case(case: str) -> Callable[[Path], list[Path]]:
+    name, make, _ = BAD_DOCUMENT_BYTES[case]
+    return lambda folder: [write(folder / "good.md", POLICY), write(folder / name, make())]
+
+
+def _sparse_huge(folder: Path) -> list[Path]:
+    huge = folder / "huge.txt"
+    write(huge, b"")
+    os.truncate(huge, 60_000_000)  # sparse: nothing is written to the disk
+    return [write(folder / "good.md", POLICY), huge]
+
+
+def _folder_with(make_bad: Callable[[Path], None]) -> Callable[[Path], list[Path]]:
+    def build(folder: Path) -> list[Path]:
+        docs = folder / "docs"
+        write(docs / "good.md", POLICY)
+        make_bad(docs)
+        return [docs]
+    return build
+
+
+def _pipe(docs: Path) -> None:
+    os.mkfifo(docs / "pipe.md")
+
+
+def _device(docs: Path) -> None:
+    os.symlink("/dev/zero", docs / "zero.md")
+
+
+def _self_loop(docs: Path) -> None:
+    os.symlink("loop.md", docs / "loop.md")
+
+
+def _folder_loop(docs: Path) -> None:
+    (docs / "sub").mkdir()
+    os.symlink("..", docs / "sub" / "back")
+
+
+def _broken_link(docs: Path) -> None:
+    os.symlink("moved-away.md", docs / "gone.md")
+
+
+def _bad_name(docs: Path) -> None:
+    write(Path(os.fsdecode(os.fsencode(docs) + b"/caf\xe9.md")), POLICY)
+
+
+def _explicit_loop(folder: Path) -> list[Path]:
+    good = write(folder / "good.md", POLICY)
+    os.symlink("pong.md", folder / "ping.md")
+    os.symlink("ping.md", folder / "pong.md")
+    return [good, folder / "ping.md"]
+
+
+# ... and on disk (what only a path can be).
+BAD_DOCUMENTS: dict[str, tuple[Callable[[Path], list[Path]], list[str]]] = {
+    **{case: (_bytes_case(case), needles) for case, (_, _, needles) in BAD_DOCUMENT_BYTES.items()},
+    "file over the size limit": (_sparse_huge, ["huge.txt", "60 MB", "50 MB"]),
+    "pipe in a folder": (_folder_with(_pipe), ["pipe.md", "not a regular file"]),
+    "link to a device in a folder": (_folder_with(_device), ["zero.md", "not a regular file"]),
+    "link to itself in a folder": (_folder_with(_self_loop), ["loop.md", "loop"]),
+    "folder link back to its parent": (_folder_with(_folder_loop), ["back", "loop"]),
+    "broken link in a folder": (_folder_with(_broken_link), ["gone.md", "does not exist"]),
+    "file name that is not UTF-8": (_folder_with(_bad_name), ["caf\\xe9.md", "UTF-8"]),
+    "links to each other, named": (_explicit_loop, ["ping.md", "loop"]),
+    "NUL in a path": (lambda folder: [write(folder / "good.md", POLICY), Path("bad\x00.md")],
+                      ["bad\\x00.md", "NUL"]),
+}
+
+
+def _response(field: str, value: Any) -> Callable[[dict], None]:
+    return lambda p: p["responses"][0].__setitem__(field, value)
+
+
+def _top(field: str, value: Any) -> Callable[[dict], None]:
+    return lambda p: p.__setitem__(field, value)
+
+
+PAYLOAD_REFUSALS: dict[str, tuple[Callable[[dict], None], list[str]]] = {
+    "1 MB answer": (_response("answer_text", "x" * 1_000_000),
+                    ["responses[0].answer_text", "1,000,000", "10,000"]),
+    "answer one character too long": (_response("answer_text", "y" * (MAX_ANSWER_CHARS + 1)),
+                                      ["responses[0].answer_text", "10,001"]),
+    "1 MB question": (_response("question_text", "q" * 1_000_000),
+                      ["responses[0].question_text", "2,000"]),
+    "question one character too long": (_response("question_text", "q" * 2001),
+                                        ["responses[0].question_text", "2,001"]),
+    "criterion too long": (_response("criterion_question_text", "c" * 2001),
+                           ["responses[0].criterion_question_text", "2,000"]),
+    "NUL in an answer": (_response("answer_text", "Yes.\x00"), ["answer_text", "NUL"]),
+    "NUL in a question": (_response("question_text", "Which\x00 cipher?"),
+                          ["question_text", "NUL"]),
+    "NUL in a criterion": (_response("criterion_question_text", "Is\x00 data encrypted?"),
+                           ["criterion_question_text", "NUL"]),
+    "unpaired surrogate in an answer": (_response("answer_text", "Yes \ud800."),
+                                        ["answer_text", "surrogate"]),
+    "unpaired surrogate in a question": (_response("question_text", "Which \udfff?"),
+                                         ["question_text", "surrogate"]),
+    "unpaired surrogate in a criterion": (_response("criterion_question_text", "\udc80"),
+                                          ["criterion_question_text", "surrogate"]),
+    "round number above the maximum": (_top("round_number", MAX_ROUND_NUMBER + 1),
+                                       ["round_number", str(MAX_ROUND_NUMBER)]),
+    "round number beyond 64 bits": (_top("round_number", 2**64), ["round_number"]),
+    "timestamp past year 9999 in UTC": (_top("timestamp", "9999-12-31T23:00:00-05:00"),
+                                        ["timestamp", "9999"]),
+    "timestamp before year 1 in UTC": (_top("timestamp", "0001-01-01T01:00:00+05:00"),
+                                       ["timestamp"]),
+    "answer is a list": (_response("answer_text", ["Yes."]), ["answer_text", "a string"]),
+    "question is an object": (_response("question_text", {"text": "Q?"}),
+                              ["question_text", "a string"]),
+    "criterion is a boolean": (_response("criterion_question_text", True),
+                               ["criterion_question_text"]),
+    "round number is null": (_top("round_number", None), ["round_number", "null"]),
+    "timestamp is a list": (_top("timestamp", ["2024-03-01"]), ["timestamp"]),
+    "responses is null": (_top("responses", None), ["responses"]),
+    "a response is null": (lambda p: p["responses"].__setitem__(1, None), ["responses[1]"]),
+    "vendor_id is a list": (_top("vendor_id", ["acme"]), ["vendor_id"]),
+    "101 responses": (_top("responses", [{"question_text": f"Question {i}?", "answer_text": "Yes."}
+                                         for i in range(101)]), ["responses", "101", "100"]),
+}
+
+BAD_VENDOR_IDS = {
+    "slash": "acme/evil",
+    "backslash": "acme\\evil",
+    "parent folder": "../acme",
+    "unicode letter": "v\u00ebndor",
+    "fullwidth letters": "\uff41\uff43\uff4d\uff45",
+    "Cyrillic a": "\u0430cme",
+    "200 characters": "a" * 200,
+    "trailing newline": "acme\n",
+    "NUL": "ac\x00me",
+    "empty": "",
+}
+CASE_CLASHES = ["ACME", "Acme"]
+
+
+# Stores --------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def populated(tmp_path_factory) -> Workbench:
+    """Vendor acme with one document and one round, shared: refusals must not change it, and
+    every test compares its own before and after."""
+    root = tmp_path_factory.mktemp("populated")
+    workbench = make_workbench(root / "store")
+    workbench.ingest_documents("acme", [write(root / "docs" / "policy.md", POLICY)])
+    workbench.ingest_questionnaire(payload(round_number=1))
+    return workbench
+
+
+def test_the_snapshot_sees_a_write_and_ignores_a_read(tmp_path):
+    """The check used everywhere below is not vacuous."""
+    workbench = make_workbench(tmp_path / "store")
+    workbench.ingest_questionnaire(payload(round_number=1))
+    before = store_snapshot(workbench)
+    workbench.status()
+    workbench.retrieve("acme", AES_CRITERION)
+    assert_unchanged(before, store_snapshot(workbench))
+    workbench.ingest_questionnaire(payload(round_number=1, answer_text="AES-256-GCM, yes."))
+    with pytest.raises(AssertionError, match="the store changed"):
+        assert_unchanged(before, store_snapshot(workbench))
+
+
+def test_what_the_limits_allow_is_stored_whole(workbench):
+    """At the limits, nothing is refused and nothing is cut."""
+    longest_answer = ("A" * (MAX_ANSWER_CHARS - 1)) + "."
+    round_ = payload(round_number=MAX_ROUND_NUMBER, answer_text=longest_answer,
+                     question_text="Q" * MAX_QUESTION_CHARS,
+                     criterion_question_text="C" * MAX_QUESTION_CHARS)
+    round_["timestamp"] = "9999-12-31T23:59:59Z"
+    round_["responses"][1]["answer_text"] = "Ja \u2014 \u5bc6\u94a5 \U0001f510 \x01\x1b[0m."
+    assert workbench.ingest_questionnaire(round_).indexed_count == 2
+    stored = workbench.store.open_vendor("acme").chunks.get(include=["metadatas"])["metadatas"]
+    assert sorted(m["answer_text"] for m in stored) == sorted(
+        r["answer_text"] for r in round_["responses"])
+    assert workbench.status()[0].rounds == [MAX_ROUND_NUMBER]
+
+
+def test_the_pdfs_made_here_are_read_when_nothing_is_wrong(workbench, tmp_path):
+    """The PDF refusals below are about their defect, not about how the files are made."""
+    for name, data in (("plain.pdf", pdf_bytes()), ("raw.pdf", pdf_bytes(compress=False))):
+        write(tmp_path / "docs" / name, data)
+    report = workbench.ingest_documents("acme", [tmp_path / "docs"])
+    assert sorted((d.source, d.status) for d in report.documents) == [
+        ("plain.pdf", "added"), ("raw.pdf", "added")]
+
+
+# Library API: documents ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("case", list(BAD_DOCUMENTS))
+def test_a_bad_document_leaves_the_store_as_it_was(populated, tmp_path, case):
+    build, needles = BAD_DOCUMENTS[case]
+    paths = build(tmp_path)
+    with refused(populated, *needles):
+        populated.ingest_documents("acme", paths)
+
+
+@pytest.mark.parametrize("case", list(BAD_DOCUMENTS))
+def test_a_bad_document_creates_no_store(workbench, settings, tmp_path, case):
+    build, needles = BAD_DOCUMENTS[case]
+    paths = build(tmp_path / "inputs")
+    with pytest.raises(UserInputError) as caught:
+        workbench.ingest_documents("newco", paths)
+    assert_one_sentence(str(caught.value), *needles)
+    assert not settings.store.exists()
+
+
+def test_the_document_size_limit_is_a_setting(tmp_path):
+    assert Settings().max_document_bytes == MAX_DOCUMENT_BYTES
+    assert Settings(max_document_bytes=1234).max_document_bytes == 1234
+    big = write(tmp_path / "big.md", "x" * 2000)
+    with pytest.raises(UserInputError) as caught:
+        check_documents([big], doc_type="tc_files", round_number=None, max_bytes=1000)
+    assert_one_sentence(str(caught.value), "big.md", "2 kB", "1 kB")
+    with pytest.raises(UserInputError):
+        prepare_document(DocumentFile(big, "big.md"), 1000, 150, max_bytes=1000)
+    assert prepare_document(DocumentFile(big, "big.md"), 1000, 150, max_bytes=2000).chunks
+
+
+def test_one_byte_over_the_document_limit_is_refused_and_named_exactly(tmp_path):
+    """Just over the limit, both numbers are given in bytes: rounded they would be equal."""
+    huge = write(tmp_path / "huge.txt", b"")
+    os.truncate(huge, MAX_DOCUMENT_BYTES + 1)
+    with pytest.raises(UserInputError) as caught:
+        prepare_document(DocumentFile(huge, "huge.txt"), 1000, 150)
+    assert_one_sentence(str(caught.value), "huge.txt", f"{MAX_DOCUMENT_BYTES + 1:,} bytes",
+                        f"{MAX_DOCUMENT_BYTES:,} bytes")
+    at_limit = write(tmp_path / "at_limit.md", "word " * 200)
+    assert prepare_document(DocumentFile(at_limit, "at_limit.md"), 1000, 150,
+                            max_bytes=1000).chunks
+
+
+@pytest.mark.parametrize("round_number", [MAX_ROUND_NUMBER + 1, 2**64, True, "2"])
+def test_a_followup_document_round_out_of_range_is_refused(populated, tmp_path, round_number):
+    path = write(tmp_path / "kms.md", POLICY)
+    with refused(populated, "--round"):
+        populated.ingest_documents("acme", [path], doc_type="followup_document",
+                                   round_number=round_number)
+
+
+# Library API: questionnaire rounds -----------------------------------------------------------
+
+@pytest.mark.parametrize("case", list(PAYLOAD_REFUSALS))
+def test_a_bad_payload_leaves_the_store_as_it_was(populated, case):
+    change, needles = PAYLOAD_REFUSALS[case]
+    round_ = payload()
+    change(round_)
+    with refused(populated, "payload", *needles):
+        populated.ingest_questionnaire(round_)
+
+
+@pytest.mark.parametrize("case", ["1 MB answer", "NUL in an answer", "round number beyond 64 bits",
+                                  "unpaired surrogate in a question"])
+def test_a_bad_payload_creates_no_store(workbench, settings, case):
+    change, needles = PAYLOAD_REFUSALS[case]
+    round_ = payload(vendor_id="newco")
+    change(round_)
+    with pytest.raises(UserInputError) as caught:
+        workbench.ingest_questionnaire(round_)
+    assert_one_sentence(str(caught.value), *needles)
+    assert not settings.store.exists()
+
+
+def test_the_text_limits_are_settings(tmp_path):
+    strict = PayloadLimits.from_settings(Settings(max_answer_chars=20, max_question_chars=60))
+    assert PayloadLimits.from_settings(Settings()) == PayloadLimits()
+    with pytest.raises(UserInputError) as caught:
+        parse_payload(payload(answer_text="x" * 21), limits=strict)
+    assert_one_sentence(str(caught.value), "answer_text", "21", "20")
+    with pytest.raises(UserInputError) as caught:
+        parse_payload(payload(question_text="q" * 61), limits=strict)
+    assert_one_sentence(str(caught.value), "question_text", "60")
+    assert parse_payload(payload(answer_text="x" * 20), limits=strict).responses
+
+
+def _json_file(folder: Path, name: str, data: Any) -> Path:
+    return write(folder / name, json.dumps(data))
+
+
+def _big_file(folder: Path) -> Path:
+    """A real 50 MB round: well-formed JSON, one enormous answer."""
+    return _json_file(folder, "round_50mb.json", payload(answer_text="z" * 50_000_000))
+
+
+def _pipe_file(folder: Path) -> Path:
+    os.mkfifo(folder / "pipe.json")
+    return folder / "pipe.json"
+
+
+def _looped_file(folder: Path) -> Path:
+    os.symlink("loop.json", folder / "loop.json")
+    return folder / "loop.json"
+
+
+def _folder_named_json(folder: Path) -> Path:
+    (folder / "round.json").mkdir()
+    return folder / "round.json"
+
+
+def _raw(name: str, data: bytes) -> Callable[[Path], Path]:
+    return lambda folder: write(folder / name, data)
+
+
+GOOD_JSON = json.dumps(payload())
+BAD_PAYLOAD_FILES: dict[str, tuple[Callable[[Path], Path], list[str]]] = {
+    "50 MB file": (_big_file, ["round_50mb.json", "50 MB", "10 MB"]),
+    "trailing comma": (_raw("comma.json", GOOD_JSON[:-1].encode() + b",}"),
+                       ["comma.json", "not valid JSON"]),
+    "single quotes": (_raw("quotes.json", GOOD_JSON.replace('"', "'").encode()),
+                      ["quotes.json", "not valid JSON"]),
+    "nested a million deep": (_raw("deep.json", b"[" * 1_000_000 + b"]" * 1_000_000),
+                              ["deep.json", "nested too deeply"]),
+    "a number of 5,000 digits": (_raw("digits.json", GOOD_JSON.replace(
+        '"round_number": 7', '"round_number": ' + "9" * 5000).encode()),
+                                 ["digits.json", "number"]),
+    "raw NUL byte in a string": (_raw("nul.json", GOOD_JSON.replace("Jane", "Ja\x00ne").encode()),
+                                 ["nul.json", "not valid JSON", "control character"]),
+    "escaped NUL in an answer": (_raw("escaped_nul.json", GOOD_JSON.replace(
+        "Jane", "Ja\\u0000ne").encode()), ["escaped_nul.json", "responses[1].answer_text", "NUL"]),
+    "escaped lone surrogate in a question": (_raw("surrogate.json", GOOD_JSON.replace(
+        "Who is", "Who \\ud800is").encode()),
+        ["surrogate.json", "responses[1].question_text", "surrogate"]),
+    "invalid UTF-8 inside an answer": (_raw("latin1.json", GOOD_JSON.replace(
+        "Jane Doe", "J\u00fcrgen").encode("latin-1")), ["latin1.json", "UTF-8"]),
+    "UTF-16 file": (_raw("utf16.json", GOOD_JSON.encode("utf-16")), ["utf16.json", "UTF-8"]),
+    "pipe named .json": (_pipe_file, ["pipe.json", "not a regular file"]),
+    "link loop named .json": (_looped_file, ["loop.json", "loop"]),
+    "folder named .json": (_folder_named_json, ["round.json", "folder"]),
+}
+
+
+@pytest.fixture(scope="module")
+def payload_files(tmp_path_factory) -> dict[str, Path]:
+    """Every bad payload file, written once (one of them is 50 MB)."""
+    folder = tmp_path_factory.mktemp("payload-files")
+    made = {case: make(folder) for case, (make, _) in BAD_PAYLOAD_FILES.items()}
+    made["good"] = _json_file(folder, "good.json", payload(round_number=8))
+    return made
+
+
+@pytest.mark.parametrize("case", list(BAD_PAYLOAD_FILES))
+def test_a_bad_payload_file_is_refused_before_anything_is_written(populated, payload_files,
+                                                                   case):
+    _, needles = BAD_PAYLOAD_FILES[case]
+    with refused(populated, *needles):
+        for round_ in populated.load_questionnaires([payload_files["good"],
+                                                     payload_files[case]]):
+            populated.ingest_questionnaire(round_)
+
+
+def test_an_oversized_payload_file_is_refused_by_its_size(tmp_path):
+    """A sparse file: refused from its size alone, before its (empty) bytes are parsed."""
+    huge = write(tmp_path / "huge.json", b"")
+    os.truncate(huge, MAX_QUESTIONNAIRE_BYTES + 1)
+    with pytest.raises(UserInputError) as caught:
+        load_payload_file(huge)
+    assert_one_sentence(str(caught.value), "huge.json", f"{MAX_QUESTIONNAIRE_BYTES:,} bytes")
+
+
+# Library API: vendor ids, retrieve, status ---------------------------------------------------
+
+def _ingest_documents(workbench: Workbench, vendor_id: str, tmp_path: Path) -> None:
+    workbench.ingest_documents(vendor_id, [write(tmp_path / "policy.md", POLICY)])
+
+
+def _ingest_round(workbench: Workbench, vendor_id: str, tmp_path: Path) -> None:
+    workbench.ingest_questionnaire(payload(vendor_id=vendor_id))
+
+
+def _retrieve(workbench: Workbench, vendor_id: str, tmp_path: Path) -> None:
+    workbench.retrieve(vendor_id, AES_CRITERION)
+
+
+def _status(workbench: Workbench, vendor_id: str, tmp_path: Path) -> None:
+    workbench.status(vendor_id)
+
+
+OPERATIONS = {"ingest_documents": _ingest_documents, "ingest_questionnaire": _ingest_round,
+              "retrieve": _retrieve, "status": _status}
+
+
+@pytest.mark.parametrize(("operation", "vendor_case"), [
+    (operation, vendor_case) for operation in OPERATIONS for vendor_case in BAD_VENDOR_IDS
+    # Workbench.status("") means every vendor, as status(None) does; the command refuses it.
+    if (operation, vendor_case) != ("status", "empty")])
+def test_a_bad_vendor_id_is_refused_everywhere(populated, tmp_path, operation, vendor_case):
+    with refused(populated, "vendor"):
+        OPERATIONS[operation](populated, BAD_VENDOR_IDS[vendor_case], tmp_path)
+
+
+@pytest.mark.parametrize("operation", list(OPERATIONS))
+@pytest.mark.parametrize("vendor_id", CASE_CLASHES)
+def test_a_vendor_id_differing_only_in_case_is_refused_everywhere(populated, tmp_path,
+                                                                  operation, vendor_id):
+    with refused(populated, vendor_id, "'acme'", "case"):
+        OPERATIONS[operation](populated, vendor_id, tmp_path)
+
+
+CRITERIA = {
+    "empty": "",
+    "white space only": " \t\n ",
+    "one character too long": "x" * 2001,
+    "1 MB": "Is data encrypted? " * 55_000,
+    "NUL": "Is data\x00 encrypted at rest?",
+}
+
+
+@pytest.mark.parametrize("case", list(CRITERIA))
+def test_a_bad_criterion_is_refused(populated, case):
+    with refused(populated, "criterion"):
+        populated.retrieve("acme", CRITERIA[case])
+
+
+# The command ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cli_inputs(tmp_path_factory, payload_files) -> Path:
+    """Inputs the command-line cases name, beside the payload files."""
+    folder = payload_files["good"].parent
+    for case, (name, make, _) in BAD_DOCUMENT_BYTES.items():
+        write(folder / "docs" / case.replace(" ", "_") / name, make())
+    write(folder / "good.md", POLICY)
+    _sparse_huge(folder / "big")
+    for name, make_bad in (("pipe", _pipe), ("loop", _folder_loop), ("bad_name", _bad_name)):
+        docs = folder / "folders" / name
+        write(docs / "good.md", POLICY)
+        make_bad(docs)
+    for name, change in (("answer_1mb", PAYLOAD_REFUSALS["1 MB answer"][0]),
+                         ("nul_answer", PAYLOAD_REFUSALS["NUL in an answer"][0]),
+                         ("round_1001", PAYLOAD_REFUSALS["round number above the maximum"][0]),
+                         ("answer_list", PAYLOAD_REFUSALS["answer is a list"][0])):
+        round_ = payload()
+        change(round_)
+        _json_file(folder, f"{name}.json", round_)
+    _json_file(folder, "acme_upper.json", payload(vendor_id="ACME"))
+    _json_file(folder, "newco.json", payload(vendor_id="newco"))
+    _json_file(folder, "NEWCO_upper.json", payload(vendor_id="NEWCO"))
+    write(folder / "criteria_long.txt", f"{AES_CRITERION}\n{'x' * 2001}\n")
+    write(folder / "criteria_nul.txt", f"{AES_CRITERION}\nIs data\x00 encrypted?\n")
+    return folder
+
+
+def _docs(case: str) -> str:
+    return f"{{in}}/docs/{case.replace(' ', '_')}/{BAD_DOCUMENT_BYTES[case][0]}"
+
+
+CLI_REFUSALS: dict[str, tuple[list[str], list[str]]] = {
+    # questionnaire rounds
+    **{f"questionnaire: {case}": (["ingest", "questionnaire", "{in}/good.json",
+                                   f"{{in}}/{path.name}"], needles)
+       for case, (path, needles) in {
+           "50 MB file": (Path("round_50mb.json"), ["round_50mb.json", "10 MB"]),
+           "nested too deeply": (Path("deep.json"), ["deep.json"]),
+           "a number of 5,000 digits": (Path("digits.json"), ["digits.json"]),
+           "escaped lone surrogate": (Path("surrogate.json"), ["surrogate.json", "surrogate"]),
+           "invalid UTF-8 inside an answer": (Path("latin1.json"), ["latin1.json", "UTF-8"]),
+           "pipe": (Path("pipe.json"), ["pipe.json", "regular file"]),
+           "1 MB answer": (Path("answer_1mb.json"), ["answer_1mb.json", "answer_text"]),
+           "NUL in an answer": (Path("nul_answer.json"), ["nul_answer.json", "NUL"]),
+           "round 1001": (Path("round_1001.json"), ["round_1001.json", "round_number"]),
+           "answer is a list": (Path("answer_list.json"), ["answer_list.json", "answer_text"]),
+           "vendor differing only in case": (Path("acme_upper.json"), ["ACME", "case"]),
+       }.items()},
+    "questionnaire: two new vendors differing only in case": (
+        ["ingest", "questionnaire", "{in}/newco.json", "{in}/NEWCO_upper.json"],
+        ["NEWCO", "'newco'", "case", "same batch"]),
+    # acme was indexed with the fake embedder; the command's model is all-MiniLM-L6-v2
+    "questionnaire: a new vendor, then one indexed with another model": (
+        ["ingest", "questionnaire", "{in}/newco.json", "{in}/good.json"],
+        ["'acme'", "fake-bag-of-words", "all-MiniLM-L6-v2"]),
+    # documents
+    **{f"docs: {case}": (["ingest", "docs", "--vendor", "acme", "{in}/good.md", _docs(case)],
+                         needles)
+       for case, (_, _, needles) in BAD_DOCUMENT_BYTES.items()
+       if case in ("encrypted PDF", "PDF without text", "PDF named .md", "PNG image named .md")},
+    "docs: file over the size limit": (["ingest", "docs", "--vendor", "acme", "{in}/big"],
+                                       ["huge.txt", "60 MB", "50 MB"]),
+    "docs: pipe in a folder": (["ingest", "docs", "--vendor", "acme", "{in}/folders/pipe"],
+                               ["pipe.md", "regular file"]),
+    "docs: folder link loop": (["ingest", "docs", "--vendor", "acme", "{in}/folders/loop"],
+                               ["back", "loop"]),
+    "docs: file name not UTF-8": (["ingest", "docs", "--vendor", "acme",
+                                   "{in}/folders/bad_name"], ["caf\\xe9.md", "UTF-8"]),
+    "docs: --round above the maximum": (["ingest", "docs", "--vendor", "acme", "--type",
+                                         "followup_document", "--round", "1001", "{in}/good.md"],
+                                        ["--round", "1000"]),
+    **{f"docs: vendor {case}": (["ingest", "docs", "--vendor", vendor_id, "{in}/good.md"],
+                                ["vendor"])
+       for case, vendor_id in BAD_VENDOR_IDS.items() if case not in ("NUL", "empty")},
+    # retrieve
+    "retrieve: criterion of 100,000 characters": (
+        ["retrieve", "--vendor", "acme", "--criterion", "x" * 100_000], ["criterion", "2000"]),
+    "retrieve: criterion that is not UTF-8": (
+        ["retrieve", "--vendor", "acme", "--criterion", "Is data \udcff encrypted?"],
+        ["--criterion", "UTF-8"]),
+    "retrieve: too long a line after a good one": (
+        ["retrieve", "--vendor", "acme", "--criteria-file", "{in}/criteria_long.txt"],
+        ["criteria_long.txt", "line 2"]),
+    "retrieve: NUL in a criteria file": (
+        ["retrieve", "--vendor", "acme", "--criteria-file", "{in}/criteria_nul.txt"],
+        ["criteria_nul.txt", "line 2", "NUL"]),
+    **{f"retrieve: vendor {case}": (["retrieve", "--vendor", vendor_id, "--criterion",
+                                     AES_CRITERION], ["vendor"])
+       for case, vendor_id in BAD_VENDOR_IDS.items() if case not in ("NUL", "empty")},
+    "retrieve: vendor differing only in case": (
+        ["retrieve", "--vendor", "ACME", "--criterion", AES_CRITERION], ["ACME", "case"]),
+    # status
+    **{f"status: vendor {case}": (["status", "--vendor", vendor_id], ["vendor"])
+       for case, vendor_id in BAD_VENDOR_IDS.items() if case != "NUL"},
+    "status: vendor differing only in case": (["status", "--vendor", "Acme"], ["Acme", "case"]),
+}
+
+
+def cli_args(case: str, inputs: Path, store: Path) -> tuple[list[str], list[str]]:
+    args, needles = CLI_REFUSALS[case]
+    return ["--store", str(store), *(a.replace("{in}", str(inputs)) for a in args)], needles
+
+
+def assert_cli_refused(code: int, out: str, err: str, *needles: str) -> None:
+    """Exit 2, nothing on stdout, one line on stderr: `evidence: error:` and one sentence."""
+    assert "Traceback" not in err, err
+    assert code == 2, f"exit {code}: {err}"
+    assert out == ""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("evidence: error: ")
+    assert_one_sentence(lines[0].removeprefix("evidence: error: "), *needles)
+
+
+@pytest.mark.parametrize("case", list(CLI_REFUSALS))
+def test_the_command_refuses_in_one_line_and_writes_nothing(populated, cli_inputs, case, capfd,
+                                                            monkeypatch):
+    if "another model" not in case:  # the model the store was indexed with, as a user would
+        monkeypatch.setenv("EVIDENCE_EMBEDDING_MODEL", "fake-bag-of-words")
+    args, needles = cli_args(case, cli_inputs, populated.settings.store)
+    before = store_snapshot(populated)
+    capfd.readouterr()
+    code = main(args)
+    out, err = capfd.readouterr()
+    assert_cli_refused(code, out, err, *needles)
+    assert_unchanged(before, store_snapshot(populated))
+
+
+def test_the_document_size_setting_reaches_the_command(populated, cli_inputs, capfd,
+                                                       monkeypatch):
+    monkeypatch.setenv("EVIDENCE_MAX_DOCUMENT_BYTES", "40")
+    before = store_snapshot(populated)
+    capfd.readouterr()
+    code = main(["--store", str(populated.settings.store), "ingest", "docs", "--vendor", "acme",
+                 str(cli_inputs / "good.md")])
+    assert_cli_refused(code, *capfd.readouterr(), "good.md", "40 bytes")
+    assert_unchanged(before, store_snapshot(populated))
+
+
+def run_command(args: list[str | bytes], cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")}
+    env["EVIDENCE_RERANKER_CACHE_DIR"] = str(cwd / "no-models")
+    return subprocess.run([sys.executable, "-m", "core.cli", *args], cwd=cwd, env=env,
+                          capture_output=True)
+
+
+@pytest.mark.parametrize("case", [
+    "questionnaire: 50 MB file",
+    "questionnaire: two new vendors differing only in case",
+    "docs: pipe in a folder",
+    "docs: file name not UTF-8",
+    "retrieve: criterion that is not UTF-8",
+    "retrieve: too long a line after a good one",
+])
+def test_the_real_command_refuses_in_one_line_and_writes_nothing(populated, cli_inputs,
+                                                                 tmp_path, case):
+    """The installed command in its own process, for a few of the cases above."""
+    args, needles = cli_args(case, cli_inputs, populated.settings.store)
+    before = database_snapshot(populated.settings.store)
+    result = run_command([os.fsencode(a) for a in args], tmp_path)
+    out, err = result.stdout.decode(), result.stderr.decode("utf-8", "replace")
+    assert_cli_refused(result.returncode, out, err, *needles)
+    assert_unchanged(before, database_snapshot(populated.settings.store))
+
+
+def test_a_refused_batch_of_rounds_creates_no_store(cli_inputs, tmp_path):
+    """Before, the first round was written and then the second refused."""
+    store = tmp_path / "store"
+    args, needles = cli_args("questionnaire: two new vendors differing only in case",
+                             cli_inputs, store)
+    result = run_command(args, tmp_path)
+    assert_cli_refused(result.returncode, result.stdout.decode(), result.stderr.decode(),
+                       *needles)
+    assert not store.exists()
+
+
+# The dashboard's uploads ---------------------------------------------------------------------
+
+def _library_page() -> Any:
+    """The page module, imported when first needed: importing Streamlit's caching outside a
+    running app logs a warning per cached function, which collection should not print."""
+    from dashboard.views import library
+
+    return library
+
+
+def ingest_uploaded_documents(*args: Any) -> Any:
+    return _library_page().ingest_uploaded_documents(*args)
+
+
+def ingest_uploaded_questionnaires(*args: Any) -> Any:
+    return _library_page().ingest_uploaded_questionnaires(*args)
+
+
+def read_questionnaires(*args: Any, **kwargs: Any) -> Any:
+    return _library_page().read_questionnaires(*args, **kwargs)
+
+
+def _uploaded(case: str) -> list[tuple[str, bytes]]:
+    name, make, _ = BAD_DOCUMENT_BYTES[case]
+    return [("good.md", POLICY.encode()), (name, make())]
+
+
+@pytest.mark.parametrize("case", list(BAD_DOCUMENT_BYTES))
+def test_a_bad_document_upload_is_refused(populated, case):
+    needles = BAD_DOCUMENT_BYTES[case][2]
+    with refused(populated, *needles):
+        ingest_uploaded_documents(populated, "acme", _uploaded(case), "tc_files", None)
+
+
+BAD_UPLOAD_NAMES = {
+    "NUL": "bad\x00name.md",
+    "line break": "two\nlines.md",
+    "300 characters": "n" * 300 + ".md",
+    "not UTF-8": "caf\udce9.md",
+    "parent folder": "../",
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_UPLOAD_NAMES))
+def test_an_upload_name_that_cannot_be_stored_is_refused(populated, case):
+    with refused(populated, "file name"):
+        ingest_uploaded_documents(populated, "acme",
+                                  [("good.md", POLICY.encode()),
+                                   (BAD_UPLOAD_NAMES[case], POLICY.encode())],
+                                  "tc_files", None)
+
+
+def test_an_upload_over_the_size_setting_is_refused(populated, tmp_path):
+    small = make_workbench(populated.settings.store, max_document_bytes=1000)
+    with refused(small, "big.txt", "1,001 bytes", "1,000 bytes"):
+        ingest_uploaded_documents(small, "acme", [("good.md", POLICY.encode()),
+                                                  ("big.txt", b"x" * 1001)], "tc_files", None)
+
+
+@pytest.mark.parametrize("vendor_id", [*BAD_VENDOR_IDS.values(), *CASE_CLASHES],
+                         ids=[*BAD_VENDOR_IDS, *CASE_CLASHES])
+def test_a_bad_vendor_id_is_refused_on_upload(populated, vendor_id):
+    with refused(populated, "vendor"):
+        ingest_uploaded_documents(populated, vendor_id, [("good.md", POLICY.encode())],
+                                  "tc_files", None)
+
+
+def _upload_payload(case: str) -> bytes:
+    change, _ = PAYLOAD_REFUSALS[case]
+    round_ = payload()
+    change(round_)
+    return json.dumps(round_).encode()
+
+
+@pytest.mark.parametrize("case", list(PAYLOAD_REFUSALS))
+def test_a_bad_round_upload_is_refused(populated, case):
+    needles = PAYLOAD_REFUSALS[case][1]
+    uploads = [("good.json", json.dumps(payload(round_number=9)).encode()),
+               ("bad.json", _upload_payload(case))]
+    with refused(populated, "bad.json", *needles):
+        ingest_uploaded_questionnaires(populated, uploads)
+
+
+UPLOADED_FILE_CASES = ["50 MB file", "nested a million deep", "a number of 5,000 digits",
+                       "raw NUL byte in a string", "escaped lone surrogate in a question",
+                       "invalid UTF-8 inside an answer", "UTF-16 file", "trailing comma"]
+
+
+@pytest.mark.parametrize("case", UPLOADED_FILE_CASES)
+def test_a_bad_round_file_upload_is_refused(populated, payload_files, case):
+    path = payload_files[case]
+    needles = BAD_PAYLOAD_FILES[case][1]
+    uploads = [("good.json", payload_files["good"].read_bytes()),
+               (path.name, path.read_bytes())]
+    with refused(populated, *needles):
+        ingest_uploaded_questionnaires(populated, uploads)
+
+
+@pytest.mark.parametrize(("vendors", "needles"), [
+    (["ACME"], ["ACME", "'acme'"]),
+    (["newco", "NewCo"], ["NewCo", "'newco'"]),
+    (["newco", "acme", "NEWCO"], ["NEWCO", "'newco'"]),
+])
+def test_round_uploads_whose_vendors_differ_only_in_case_are_refused(populated, vendors,
+                                                                     needles):
+    uploads = [(f"{v}_{i}.json", json.dumps(payload(vendor_id=v, round_number=9)).encode())
+               for i, v in enumerate(vendors)]
+    with refused(populated, "case", *needles):
+        ingest_uploaded_questionnaires(populated, uploads)
+
+
+def test_the_round_upload_limits_follow_the_settings(populated):
+    strict = make_workbench(populated.settings.store, max_answer_chars=10,
+                            max_questionnaire_bytes=100_000)
+    with refused(strict, "round.json", "answer_text", "10"):
+        ingest_uploaded_questionnaires(strict, [("round.json", json.dumps(
+            payload(answer_text="Eleven char")).encode())])
+    with pytest.raises(UserInputError) as caught:
+        read_questionnaires([("round.json", b" " * 100_001)],
+                            limits=PayloadLimits.from_settings(strict.settings))
+    assert_one_sentence(str(caught.value), "round.json", "100,001 bytes", "100,000 bytes")
+
+
+# The page itself: the refusal is an st.error, and the counts stay ---------------------------
+
+@pytest.fixture
+def library_page(populated, monkeypatch):
+    import streamlit
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard import resources
+
+    monkeypatch.setattr(resources, "make_workbench", lambda: populated)
+    streamlit.cache_resource.clear()
+    streamlit.cache_data.clear()
+    at = AppTest.from_file(str(REPO / "dashboard" / "views" / "library.py"), default_timeout=120)
+    at.session_state["vendor"] = "acme"
+    at.session_state["criterion"] = AES_CRITERION
+    yield at.run()
+    streamlit.cache_resource.clear()
+    streamlit.cache_data.clear()
+
+
+@pytest.mark.parametrize(("uploader", "button", "files", "needles"), [
+    ("upload_documents", "ingest_documents",
+     [("good.md", POLICY.encode()), ("locked.pdf", encrypted_pdf_bytes())],
+     ["locked.pdf", "encrypted"]),
+    ("upload_questionnaires", "ingest_questionnaires",
+     [("round_9.json", json.dumps(payload(answer_text="x" * 1_000_000)).encode())],
+     ["round_9.json", "answer_text", "10,000"]),
+], ids=["encrypted PDF", "1 MB answer"])
+def test_the_page_shows_one_error_and_writes_nothing(populated, library_page, uploader, button,
+                                                     files, needles):
+    at = library_page
+    before = store_snapshot(populated)
+    at.file_uploader(key=uploader).set_value([(n, d, "application/octet-stream")
+                                              for n, d in files])
+    at.run()
+    at.button(key=button).click().run()
+    assert not at.exception
+    assert len(at.error) == 1 and not at.success
+    assert_one_sentence(at.error[0].value, *needles)
+    assert "evidence-upload-" not in at.error[0].value
+    assert_unchanged(before, store_snapshot(populated))
+
+
+# Damaged PDFs: refused in one sentence or read, never a crash --------------------------------
+
+GOOD_PDF = pdf_bytes("Backups are encrypted with AES-256 and tested every quarter.")
+
+
+@settings(max_examples=30, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(st.tuples(st.integers(0, len(GOOD_PDF) - 1), st.binary(max_size=8)),
+                      min_size=1, max_size=6),
+       cut=st.integers(len("%PDF-1.3"), len(GOOD_PDF)))
+def test_a_damaged_pdf_is_refused_in_one_sentence_or_read(tmp_path, edits, cut):
+    data = bytearray(GOOD_PDF)
+    for offset, replacement in edits:
+        data[offset:offset + len(replacement)] = replacement
+    path = write(tmp_path / "damaged.pdf", bytes(data[:cut]))
+    try:
+        prepared = prepare_document(DocumentFile(path, "damaged.pdf"), 1000, 150)
+    except UserInputError as exc:
+        assert_one_sentence(str(exc), "damaged.pdf")
+    else:
+        assert prepared.chunks and all(text.strip() for text, _ in prepared.chunks)
