@@ -97,12 +97,11 @@ def candidate_from_record(record_id: str, text: str, metadata: dict[str, Any], *
 def first_stage(env: RetrievalEnv, query_embedding: np.ndarray, n: int, *,
                 where: dict[str, Any] | None = None) -> list[Candidate]:
     """One ChromaDB nearest-neighbour query; score is cosine similarity, 1 - distance."""
-    count = env.vendor.chunks.count()
-    if count == 0:
-        return []
+    # No count() first: a write between the two reads would size the window for a store that
+    # no longer exists. ChromaDB answers a window wider than the collection with all of it.
     result = env.vendor.chunks.query(
         query_embeddings=[np.asarray(query_embedding, dtype=np.float32)],
-        n_results=min(n, count),
+        n_results=n,
         where=where,
         include=["documents", "metadatas", "distances"],
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,11 @@ SCHEMA_VERSION = 1
 _CHUNKS_SUFFIX = "__chunks"
 _MANIFEST_SUFFIX = "__manifest"
 _PREFIX = "vendor__"
+# ChromaDB keeps one shared system per store path (or server) in a process-wide registry that
+# it fills without a lock: clients created at the same moment in two threads can come up
+# without their tenant, or on a system another thread then replaces, and writes go missing.
+# So clients are created one at a time, whichever EvidenceStore asks.
+_CLIENT_CREATION = threading.Lock()
 
 
 def chunks_collection_name(vendor_id: str) -> str:
@@ -69,7 +74,8 @@ class EvidenceStore:
     def client(self) -> Any:
         with self._lock:
             if self._client is None:
-                self._client = self._connect()
+                with _CLIENT_CREATION:
+                    self._client = self._connect()
             return self._client
 
     def _connect(self) -> Any:
@@ -79,11 +85,11 @@ class EvidenceStore:
         chroma_settings = ChromaSettings(anonymized_telemetry=False)
         try:
             if self.settings.chroma_host:
-                return chromadb.HttpClient(
+                return _ServerCalls(chromadb.HttpClient(
                     host=self.settings.chroma_host,
                     port=self.settings.chroma_port,
                     settings=chroma_settings,
-                )
+                ), self.location)
             store = self.settings.store
             if store.exists() and not store.is_dir():
                 raise UserInputError(f"The store path {store} exists and is not a folder.")
@@ -140,6 +146,7 @@ class EvidenceStore:
             metadata={"vendor_id": vendor_id, "schema_version": SCHEMA_VERSION},
             embedding_function=None,
         )
+        self._check_compatible(vendor_id, manifest.metadata or {}, None)
         return VendorCollections(vendor_id=vendor_id, chunks=chunks, manifest=manifest)
 
     @staticmethod
@@ -156,9 +163,11 @@ class EvidenceStore:
                           embedding_model: str | None) -> None:
         version = metadata.get("schema_version")
         if version != SCHEMA_VERSION:
+            written = ("records no store schema version" if version is None
+                       else f"was written with store schema version {version!r}")
             raise StoreError(
-                f"Vendor '{vendor_id}' in the {self.location} was written with store schema "
-                f"version {version}; this workbench reads version {SCHEMA_VERSION}."
+                f"Vendor '{vendor_id}' in the {self.location} {written}; this workbench reads "
+                f"version {SCHEMA_VERSION} only, so it leaves the store untouched."
             )
         stored_model = metadata.get("embedding_model")
         if embedding_model and stored_model and stored_model != embedding_model:
@@ -190,6 +199,71 @@ class EvidenceStore:
             collection.delete(ids=ids[start : start + batch])
 
 
+class CommittedWindow:
+    """A chunk collection whose nearest-neighbour window is widened past uncommitted chunks.
+
+    After an interrupted ingest the collection holds chunks no manifest entry names yet (a
+    new version) or any more (an old one). Retrieval skips them, so a plain window of n
+    could hold fewer than n usable chunks, and a large unfinished version could push the
+    committed one out of sight. `query` widens the window by the number skipped until it
+    holds n committed chunks or the whole collection, then cuts it just after the n-th, so
+    the caller still sees (and can report) every uncommitted chunk ranked among them.
+    Everything else is the collection's own."""
+
+    def __init__(self, chunks: Any, is_committed: Callable[[dict[str, Any]], bool]) -> None:
+        self._chunks = chunks
+        self._is_committed = is_committed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._chunks, name)
+
+    def query(self, *, query_embeddings: Any, n_results: int,
+              include: Sequence[str] = ("metadatas", "documents", "distances"),
+              **kwargs: Any) -> dict[str, Any]:
+        columns = list(include) if "metadatas" in include else [*include, "metadatas"]
+        if len(query_embeddings) != 1:
+            return self._chunks.query(query_embeddings=query_embeddings, n_results=n_results,
+                                      include=columns, **kwargs)
+        window = n_results
+        while True:
+            result = self._chunks.query(query_embeddings=query_embeddings, n_results=window,
+                                        include=columns, **kwargs)
+            rows = result["metadatas"][0]
+            kept: list[int] = []
+            committed = 0
+            for position, metadata in enumerate(rows):
+                if metadata is None:  # deleted while the query ran (see _present)
+                    continue
+                kept.append(position)
+                committed += bool(self._is_committed(metadata))
+                if committed == n_results:
+                    break
+            if committed >= n_results or len(rows) < window:
+                break
+            # committed < n_results here, so the next window is strictly wider than this one.
+            # It is not capped by count(): while another thread writes, a count read a moment
+            # ago can be too low and would end the widening early, leaving committed chunks
+            # out; ChromaDB answers a window wider than the collection with all of it.
+            window = n_results + len(rows) - committed
+        return {key: [_pick(value[0], kept)] if key in ("ids", *columns) and value is not None
+                else value for key, value in result.items()}
+
+
+def _pick(column: Any, positions: list[int]) -> Any:
+    if isinstance(column, np.ndarray):
+        return column[positions]
+    return [column[i] for i in positions]
+
+
+def _present(page: dict[str, Any], include: Sequence[str]) -> list[int]:
+    """Positions of the records a read really returned. A ChromaDB server that deletes a record
+    while a read runs can still answer its id, with no metadata: that record is gone."""
+    metadatas = page.get("metadatas") if "metadatas" in include else None
+    if metadatas is None:
+        return list(range(len(page["ids"])))
+    return [i for i, metadata in enumerate(metadatas) if metadata is not None]
+
+
 def get_all(collection: Any, *, where: dict[str, Any] | None = None,
             include: Sequence[str] = ("metadatas",), page_size: int = 5000) -> dict[str, list]:
     """collection.get(where=...) paged, so every match comes back at any corpus size."""
@@ -198,15 +272,46 @@ def get_all(collection: Any, *, where: dict[str, Any] | None = None,
     offset = 0
     while True:
         page = collection.get(where=where, include=list(include), limit=page_size, offset=offset)
-        ids.extend(page["ids"])
+        present = _present(page, include)
+        ids.extend(page["ids"][i] for i in present)
         for name in include:
             values = page.get(name)
             if values is not None:
-                columns[name].extend(values)
+                columns[name].extend(values[i] for i in present)
         if len(page["ids"]) < page_size:
             break
         offset += page_size
     return {"ids": ids, **columns}
+
+
+class _ServerCalls:
+    """A ChromaDB HttpClient (or one of its collections) whose calls turn a server that went
+    away into one StoreError, instead of the HTTP library's own exception."""
+
+    def __init__(self, target: Any, location: str) -> None:
+        self._target = target
+        self._location = location
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if not callable(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            import httpx
+
+            try:
+                result = value(*args, **kwargs)
+            except httpx.TransportError as exc:
+                raise StoreError(
+                    f"The {self._location} stopped answering ({_one_line(exc)}); what was "
+                    "written before is complete, so run the command again once it is back."
+                ) from exc
+            if type(result).__name__ == "Collection":
+                return _ServerCalls(result, self._location)
+            return result
+
+        return call
 
 
 def _one_line(exc: BaseException) -> str:

@@ -7,6 +7,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from core.models import (
     DOCUMENT_SOURCE_TYPE,
     FOLLOWUP_SOURCE_TYPE,
     FollowupHit,
+    PayloadLimits,
     QuestionnairePayload,
     RerankerStatus,
     RetrievalTrace,
@@ -37,11 +39,19 @@ from core.models import (
 )
 from core.rerank import Reranker, load_reranker
 from core.stages import RetrievalEnv, Timings
-from core.store import EvidenceStore, VendorCollections, check_vendor_id, get_all
+from core.store import (
+    CommittedWindow,
+    EvidenceStore,
+    VendorCollections,
+    check_vendor_id,
+    get_all,
+)
 from core.strategies import DEFAULT_STRATEGY, Query, get_strategy
 
 Progress = Callable[[str, int, int], None]
 MAX_CRITERION_CHARS = 2000
+# Reads that race a writer are repeated until they saw one committed state, at most this often.
+CONSISTENT_READ_ATTEMPTS = 5
 
 
 class DocumentOutcome(BaseModel):
@@ -112,6 +122,7 @@ class Workbench:
                 self._embedder = SentenceTransformerEmbedder(
                     self.settings.embedding_model, batch_size=self.settings.embed_batch_size,
                     allow_downloads=self.settings.allow_model_downloads,
+                    download_timeout_s=self.settings.model_download_timeout_s,
                 )
             return self._embedder
 
@@ -144,11 +155,14 @@ class Workbench:
         """Validate every file first, then write each document completely or not at all."""
         check_vendor_id(vendor_id)
         check_document_type(doc_type, round_number)
+        if isinstance(paths, str | Path):  # one path, not the characters of one
+            paths = [paths]
         files = collect_files(Path(p) for p in paths)
         s = self.settings
         prepared = []
         for i, doc in enumerate(files, start=1):
-            prepared.append(prepare_document(doc, s.chunk_size, s.chunk_overlap))
+            prepared.append(prepare_document(doc, s.chunk_size, s.chunk_overlap,
+                                             max_bytes=s.max_document_bytes))
             if progress:
                 progress("reading", i, len(files))
 
@@ -268,7 +282,7 @@ class Workbench:
                              *, progress: Progress | None = None) -> QuestionnaireIngestReport:
         """Store a whole round in one write: every response, or none."""
         if not isinstance(payload, QuestionnairePayload):
-            payload = parse_payload(payload, max_responses=self.settings.max_responses_per_round)
+            payload = parse_payload(payload, limits=PayloadLimits.from_settings(self.settings))
         elif len(payload.responses) > self.settings.max_responses_per_round:
             raise UserInputError(
                 f"payload: responses holds {len(payload.responses)} entries; at most "
@@ -287,7 +301,8 @@ class Workbench:
 
     def load_questionnaires(self, files: Iterable[Path | str]) -> list[QuestionnairePayload]:
         """Validate every file before any is written."""
-        return [load_payload_file(Path(f), max_responses=self.settings.max_responses_per_round)
+        limits = PayloadLimits.from_settings(self.settings)
+        return [load_payload_file(Path(f), limits=limits)
                 for f in files]
 
     # Status ------------------------------------------------------------------------------
@@ -297,13 +312,22 @@ class Workbench:
 
     def status(self, vendor_id: str | None = None) -> list[VendorStatus]:
         """What the store holds, per vendor; only completed documents are counted."""
-        vendors = [vendor_id] if vendor_id else self.store.vendor_ids()
+        if vendor_id is not None:
+            check_vendor_id(vendor_id)
+        vendors = [vendor_id] if vendor_id is not None else self.store.vendor_ids()
         return [self._vendor_status(self.store.open_vendor(v)) for v in vendors]
 
     def _vendor_status(self, vendor: VendorCollections) -> VendorStatus:
+        # Manifest, chunks, manifest again: an ingest committing in between would count a
+        # document whose chunks were read before (or after) it changed.
         manifest = self._manifest(vendor)
-        versions = {key: meta["version"] for key, meta in manifest.items()}
-        records = get_all(vendor.chunks, include=("metadatas",))["metadatas"]
+        for _ in range(CONSISTENT_READ_ATTEMPTS):
+            records = get_all(vendor.chunks, include=("metadatas",))["metadatas"]
+            again = self._manifest(vendor)
+            if again == manifest:
+                break
+            manifest = again
+        versions = _committed_versions(manifest)
         by_type: Counter[str] = Counter()
         rounds: set[int] = set()
         chunks = followups = incomplete = 0
@@ -312,7 +336,7 @@ class Workbench:
                 followups += 1
                 rounds.add(int(meta["round_number"]))
                 by_type[str(meta["type"])] += 1
-            elif versions.get(meta.get("doc_key")) == meta.get("doc_sha"):
+            elif _is_committed(meta, versions):
                 chunks += 1
                 by_type[str(meta["type"])] += 1
             else:
@@ -330,14 +354,24 @@ class Workbench:
 
     def browse_chunks(self, vendor_id: str, *, contains: str | None = None,
                       doc_type: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
-        """Stored chunks and follow-ups of one vendor, optionally by text and type."""
+        """Stored chunks and follow-ups of one vendor, optionally by text and type; chunks of
+        an unfinished document ingest are left out, as retrieval leaves them out."""
         vendor = self.store.open_vendor(vendor_id)
+        versions = _committed_versions(self._manifest(vendor))
         where = {"type": doc_type} if doc_type else None
         where_document = {"$contains": contains} if contains else None
-        found = vendor.chunks.get(where=where, where_document=where_document, limit=limit,
-                                  include=["documents", "metadatas"])
-        return [{"id": i, "text": t, **m} for i, t, m in
-                zip(found["ids"], found["documents"], found["metadatas"], strict=True)]
+        rows: list[dict[str, Any]] = []
+        offset = 0
+        while len(rows) < limit:
+            found = vendor.chunks.get(where=where, where_document=where_document, limit=limit,
+                                      offset=offset, include=["documents", "metadatas"])
+            rows.extend({"id": i, "text": t, **m} for i, t, m in
+                        zip(found["ids"], found["documents"], found["metadatas"], strict=True)
+                        if _is_committed(m, versions))
+            if len(found["ids"]) < limit:
+                break
+            offset += limit
+        return rows[:limit]
 
     def linked_followups(self, vendor_id: str, criterion: str) -> list[FollowupHit]:
         """Every follow-up linked to the criterion by hash, whatever any strategy kept."""
@@ -368,17 +402,31 @@ class Workbench:
         timings = Timings()
         vendor = self.store.open_vendor(vendor_id, embedding_model=self.embedder.name)
         reranker, reranker_status = self.reranker()
-        env = RetrievalEnv(settings=self.settings, vendor=vendor, embedder=self.embedder,
-                           reranker=reranker, reranker_status=reranker_status,
-                           embed_query=self.embed_query)
-        if not reranker_status.ran:
-            env.notes.append(f"No reranker ran: {reranker_status.reason}.")
         with timings.stage("load_model"):  # ~0 once loaded; kept apart from query time
             self.embedder.warm_up()
         with timings.stage("embed_query"):
             query = Query(text=criterion, criterion_hash=criterion_hash(criterion),
                           embedding=self.embed_query(criterion))
-        result = chosen.run(env, query, timings)
+        # A document replaced while the strategy runs would leave the trace with chunks of
+        # neither version: run again on the new manifest until one manifest held throughout.
+        attempts = 0
+        while True:
+            attempts += 1
+            env = RetrievalEnv(settings=self.settings, vendor=vendor, embedder=self.embedder,
+                               reranker=reranker, reranker_status=reranker_status,
+                               embed_query=self.embed_query)
+            committed = env.committed_documents()
+            env.vendor = replace(vendor, chunks=CommittedWindow(vendor.chunks, env.is_committed))
+            result = chosen.run(env, query, timings)
+            consistent = _manifest_digests(self._manifest(vendor)) == committed
+            if consistent or attempts == CONSISTENT_READ_ATTEMPTS:
+                break
+        if attempts > 1:
+            env.notes.insert(0, f"The vendor's documents changed during retrieval; it ran "
+                                f"{attempts} times" + (" to read one consistent state."
+                                if consistent else " and still saw them change."))
+        if not reranker_status.ran:
+            env.notes.insert(0, f"No reranker ran: {reranker_status.reason}.")
         with timings.stage("format"):
             context = format_context_xml(result.evidence, result.followups)
             prompt = format_prompt(criterion, result.evidence, result.followups)
@@ -395,9 +443,34 @@ class Workbench:
         )
 
 
+def _manifest_digests(manifest: dict[str, dict[str, Any]]) -> dict[str, str]:
+    return {doc_key: meta["digest"] for doc_key, meta in manifest.items()}
+
+
+def _committed_versions(manifest: dict[str, dict[str, Any]]) -> dict[str, str]:
+    return {doc_key: str(meta["version"]) for doc_key, meta in manifest.items()}
+
+
+def _is_committed(metadata: dict[str, Any], versions: dict[str, str]) -> bool:
+    """A follow-up round is written in one call (present means complete); a document chunk
+    counts only when the manifest names its version."""
+    if metadata.get("source_type") == FOLLOWUP_SOURCE_TYPE:
+        return True
+    return versions.get(metadata.get("doc_key")) == metadata.get("doc_sha")
+
+
 def _check_criterion(criterion: object) -> str:
-    if not isinstance(criterion, str) or not criterion.strip():
+    if not isinstance(criterion, str):
+        raise UserInputError(
+            f"The criterion must be text, not {type(criterion).__name__}.")
+    if not criterion.strip():
         raise UserInputError("The criterion is empty; give the criterion question to retrieve for.")
+    try:
+        criterion.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UserInputError(
+            "The criterion holds a character that is not valid Unicode text (a lone "
+            "surrogate).") from None
     if "\x00" in criterion:
         raise UserInputError("The criterion contains a NUL byte.")
     if len(criterion) > MAX_CRITERION_CHARS:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import streamlit as st
@@ -27,18 +28,30 @@ def get_workbench() -> Workbench:
     return make_workbench()
 
 
+# One first-start indexing per server: a second visitor waits for it instead of taking a
+# half-indexed store for a ready one.
+_FIRST_START = threading.Lock()
+
+
 def ensure_sample_data(workbench: Workbench) -> None:
     """On an empty store, index the bundled sample data with a visible progress bar."""
-    if workbench.vendor_ids():
+    if workbench.vendor_ids() and not _FIRST_START.locked():
         return
-    bar = st.progress(0.0, text="First start: indexing the sample vendors...")
+    with st.spinner("Another session is indexing the sample data..."):
+        _FIRST_START.acquire()
+    try:
+        if workbench.vendor_ids():
+            return
+        bar = st.progress(0.0, text="First start: indexing the sample vendors...")
 
-    def show(label: str, done: int, total: int) -> None:
-        bar.progress(done / total if total else 1.0, text=f"Indexing sample data: {label}")
+        def show(label: str, done: int, total: int) -> None:
+            bar.progress(done / total if total else 1.0, text=f"Indexing sample data: {label}")
 
-    ingest_sample(workbench, DEFAULT_SAMPLE_DIR, show)
-    bar.empty()
-    st.cache_data.clear()
+        ingest_sample(workbench, DEFAULT_SAMPLE_DIR, show)
+        bar.empty()
+        st.cache_data.clear()
+    finally:
+        _FIRST_START.release()
 
 
 def store_changed() -> None:

@@ -1,0 +1,804 @@
+"""Faults injected into ingests: each document and each round ends as it was or complete.
+
+CONTRACT.md: an ingest killed at any moment never leaves a half-written document or round
+behind, and running the same ingest again completes the rest. Three kinds of fault are
+injected: the embedder failing halfway; ChromaDB raising at each of an ingest's writes, just
+before or just after the write reached the store; and a real subprocess killed with SIGKILL
+just before each write (and just after the last), at an arbitrary moment of a running
+`evidence ingest docs`, and at arbitrary moments inside one large ChromaDB write call.
+
+After every fault the store is opened fresh and compared, document by document and round by
+round, with the state before the ingest and the complete state after it; status must count
+exactly that mix, and every strategy must retrieve from it without a chunk of an unfinished
+version and without losing a committed one. Then the same ingest runs again and the store
+must equal the complete state exactly.
+
+Write points are the ChromaDB calls that change the store: chunk upsert batches, manifest
+upserts, deletes of stale chunks, and the creation of a new vendor's two collections."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from chromadb.api.client import Client
+from chromadb.api.models.Collection import Collection
+
+from core.config import Settings
+from core.hashing import criterion_hash
+from core.models import FOLLOWUP_SOURCE_TYPE, followup_type
+from core.store import EvidenceStore, get_all
+from core.workbench import Workbench, document_key
+from tests.fakes import FakeEmbedder, FakeReranker
+
+REPO = Path(__file__).resolve().parents[1]
+BATCH = 25  # ChromaDB's own limit is 5461; a small one splits each document into batches
+KEY_CRITERION = "Does the vendor rotate encryption keys?"
+OTHER_CRITERION = "Is access to production reviewed quarterly?"
+STRATEGY_WINDOWS = {  # strategy -> the first-stage window its trace reports
+    "semantic": "semantic_first_stage_n",
+    "hash_extraction": "top_first_stage_n",
+    "doc_boost": "semantic_first_stage_n",
+    "tiered": "semantic_path_top_k",
+    "precedence": "top_first_stage_n",
+}
+
+
+# Inputs --------------------------------------------------------------------------------------
+
+def document_text(topic: str, sections: int, salt: str, *, filler: int = 60,
+                  emphasis: int = 0) -> str:
+    """One chunk per section (each 560-830 characters, two never fit in one chunk), each with
+    its own mix of query words, so every chunk has its own similarity to KEY_CRITERION."""
+    parts = []
+    for p in range(sections):
+        head = " ".join([topic] * (1 + p % 11) + ["keys"] * (1 + p % 7) + ["rotate"] * emphasis)
+        words = " ".join(f"{salt}{p}w{j}" for j in range(filler))
+        parts.append(f"Section {p}. {head}. {words}.")
+    return "\n\n".join(parts) + "\n"
+
+
+POLICY_SECTIONS, ACCESS_SECTIONS, BADGE_SECTIONS, EXTRA_SECTIONS = 60, 30, 10, 30
+
+
+def round_payload(vendor_id: str, round_number: int, responses: int, answer: str) -> dict:
+    linked = {0: KEY_CRITERION, 1: OTHER_CRITERION}
+    return {
+        "vendor_id": vendor_id, "round_number": round_number,
+        "timestamp": f"2024-0{round_number}-15T10:30:00Z",
+        "responses": [
+            {"criterion_question_text": linked.get(i),
+             "question_text": f"Question {i}: how are encryption keys handled?",
+             "answer_text": f"{answer} (response {i}, round {round_number})."}
+            for i in range(responses)
+        ],
+    }
+
+
+def write_inputs(root: Path) -> None:
+    def put(name: str, text: str) -> None:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+    policy_v1 = document_text("encryption", POLICY_SECTIONS, "old")
+    policy_v2 = document_text("encryption", POLICY_SECTIONS, "new", filler=61)
+    access = document_text("access", ACCESS_SECTIONS, "acc", filler=62)
+    badges = document_text("badge", BADGE_SECTIONS, "bdg", filler=64)
+    put("docs_v1/policy.md", policy_v1)
+    put("docs_v1/badges.txt", badges)
+    for folder in ("docs_v2", "docs_cli"):
+        put(f"{folder}/policy.md", policy_v2)
+        put(f"{folder}/badges.txt", badges)
+        put(f"{folder}/access.md", access)
+    for n in range(8):
+        put(f"docs_cli/extra_{n}.md",
+            document_text("encryption", EXTRA_SECTIONS, f"x{n}y", filler=65 + n))
+    put("docs_big/policy.md",
+        document_text("encryption", 120, "big", filler=63, emphasis=3))
+    rounds = {
+        "acme_round_1.json": round_payload("acme", 1, 6, "Keys rotate yearly"),
+        "acme_round_2.json": round_payload("acme", 2, 6, "Keys rotate every six months"),
+        "acme_round_2_resent.json": round_payload("acme", 2, 7, "Keys rotate every 90 days"),
+        "acme_round_3.json": round_payload("acme", 3, 5, "Keys rotate monthly"),
+        "northwind_round_1.json": round_payload("northwind", 1, 6, "Keys rotate weekly"),
+    }
+    for name, payload in rounds.items():
+        put(f"rounds/{name}", json.dumps(payload))
+
+
+def batches(source: str, chunks: int) -> list[str]:
+    sizes = [min(BATCH, chunks - start) for start in range(0, chunks, BATCH)]
+    return [f"upsert chunks {source} ({size})" for size in sizes]
+
+
+def committed_writes(source: str, chunks: int) -> list[str]:
+    """A document's commit: its chunks, its manifest entry, the delete of any older version."""
+    return [*batches(source, chunks), f"upsert manifest {source}", f"delete chunks {source}"]
+
+
+NEW_VENDOR = ["create chunks collection", "create manifest collection"]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One ingest, run the way the CLI runs it, and the write points it makes, in order."""
+
+    name: str
+    kind: str  # docs | rounds
+    vendor_id: str
+    inputs: tuple[str, ...]
+    writes: tuple[str, ...]
+
+
+SCENARIOS = {s.name: s for s in (
+    # replaces policy.md, adds access.md, finds badges.txt unchanged (and tidies it up)
+    Scenario("docs", "docs", "acme", ("docs_v2",), (
+        *committed_writes("access.md", ACCESS_SECTIONS),
+        *committed_writes("policy.md", POLICY_SECTIONS),
+        "delete chunks badges.txt",
+    )),
+    Scenario("docs_new_vendor", "docs", "northwind", ("docs_v2/access.md",), (
+        *NEW_VENDOR, *committed_writes("access.md", ACCESS_SECTIONS),
+    )),
+    # round 2 sent again with changed answers and one more response, then a new round 3
+    Scenario("rounds", "rounds", "acme",
+             ("rounds/acme_round_2_resent.json", "rounds/acme_round_3.json"),
+             ("upsert chunks round 2 (7)", "upsert chunks round 3 (5)")),
+    Scenario("round_new_vendor", "rounds", "northwind", ("rounds/northwind_round_1.json",),
+             (*NEW_VENDOR, "upsert chunks round 1 (6)")),
+    # what the killed `evidence ingest docs` runs: "docs" with eight more new documents
+    Scenario("docs_cli", "docs", "acme", ("docs_cli",), (
+        *committed_writes("access.md", ACCESS_SECTIONS),
+        *(w for n in range(8) for w in committed_writes(f"extra_{n}.md", EXTRA_SECTIONS)),
+        *committed_writes("policy.md", POLICY_SECTIONS),
+        "delete chunks badges.txt",
+    )),
+    # policy.md replaced by a much longer version, closer to KEY_CRITERION
+    Scenario("docs_big", "docs", "acme", ("docs_big",), tuple(committed_writes("policy.md", 120))),
+)}
+SOURCES = ("policy.md", "access.md", "badges.txt", *(f"extra_{n}.md" for n in range(8)))
+DOC_NAMES = {document_key(source, "tc_files", None): source for source in SOURCES}
+
+
+def run_ingest(workbench: Workbench, scenario: Scenario, inputs: Path) -> list[dict]:
+    """The ingest as `evidence ingest docs|questionnaire` runs it."""
+    paths = [inputs / name for name in scenario.inputs]
+    if scenario.kind == "docs":
+        return [workbench.ingest_documents(scenario.vendor_id, paths).model_dump()]
+    return [workbench.ingest_questionnaire(payload).model_dump()
+            for payload in workbench.load_questionnaires(paths)]
+
+
+def settings_at(store: Path, **overrides: Any) -> Settings:
+    return Settings(store=store, reranker_cache_dir=store.parent / "flashrank-cache", **overrides)
+
+
+def workbench_at(store: Path, **overrides: Any) -> Workbench:
+    return Workbench(settings_at(store, **overrides), embedder=FakeEmbedder(),
+                     reranker=FakeReranker())
+
+
+# Faults at ChromaDB's writes ---------------------------------------------------------------
+
+class InjectedFault(RuntimeError):
+    """ChromaDB failing at a write, as injected by a test."""
+
+
+class WriteFaults:
+    """Wraps ChromaDB's writes to label each one, in order, and to fail at write number `at`:
+    raise InjectedFault, or SIGKILL the whole process, just before or just after the real
+    write. Only while armed; reading the store afterwards goes through untouched."""
+
+    def __init__(self, *, at: int | None = None, when: str = "before", action: str = "raise",
+                 announce: bool = False) -> None:
+        self.at, self.when, self.action, self.announce = at, when, action, announce
+        self.writes: list[str] = []
+        self.armed = False
+
+    @contextmanager
+    def arm(self) -> Iterator[WriteFaults]:
+        self.armed = True
+        try:
+            yield self
+        finally:
+            self.armed = False
+
+    def install(self, patch: Callable[[Any, str, Any], None]) -> None:
+        patch(Collection, "upsert", self._wrap(Collection.upsert, _upsert_label))
+        patch(Collection, "delete", self._wrap(Collection.delete, _delete_label))
+        real_create = Client.get_or_create_collection
+        wrapped_create = self._wrap(real_create, _create_label)
+
+        def get_or_create_collection(client: Client, name: str, **kwargs: Any) -> Any:
+            existing = {c if isinstance(c, str) else c.name for c in client.list_collections()}
+            if name in existing:
+                return real_create(client, name, **kwargs)  # opening is not a write
+            return wrapped_create(client, name, **kwargs)
+
+        patch(Client, "get_or_create_collection", get_or_create_collection)
+
+    def _wrap(self, real: Callable[..., Any], label: Callable[..., str]) -> Callable[..., Any]:
+        def write(target: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self.armed:
+                return real(target, *args, **kwargs)
+            self.writes.append(label(target, *args, **kwargs))
+            number = len(self.writes)
+            if self.announce:
+                print(f"write {number}: {self.writes[-1]}", file=sys.stderr, flush=True)
+            if number == self.at and self.when == "before":
+                self._fail(number)
+            result = real(target, *args, **kwargs)
+            if number == self.at and self.when == "after":
+                self._fail(number)
+            return result
+
+        return write
+
+    def _fail(self, number: int) -> None:
+        message = f"fault {self.when} write {number}: {self.writes[-1]}"
+        if self.action == "kill":
+            print(message, file=sys.stderr, flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise InjectedFault(message)
+
+
+def _upsert_label(collection: Collection, *, ids: list[str], metadatas: list[dict],
+                  documents: list[str], **_: Any) -> str:
+    if collection.name.endswith("__manifest"):
+        return f"upsert manifest {documents[0]}"
+    first = metadatas[0]
+    what = (f"round {first['round_number']}" if first["source_type"] == FOLLOWUP_SOURCE_TYPE
+            else first["source"])
+    return f"upsert chunks {what} ({len(ids)})"
+
+
+def _delete_label(collection: Collection, *, where: dict[str, Any], **_: Any) -> str:
+    doc_key = next(part["doc_key"] for part in where["$and"] if "doc_key" in part)
+    return f"delete chunks {DOC_NAMES.get(doc_key, doc_key)}"
+
+
+def _create_label(client: Client, name: str, **_: Any) -> str:
+    return f"create {name.rsplit('__', 1)[-1]} collection"
+
+
+@contextmanager
+def injected(faults: WriteFaults) -> Iterator[WriteFaults]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(EvidenceStore, "max_batch_size", lambda self: BATCH)
+        faults.install(patch.setattr)
+        with faults.arm():
+            yield faults
+
+
+# What a reader of the store can observe ------------------------------------------------------
+
+@dataclass(frozen=True)
+class Document:
+    source: str
+    type: str
+    version: str
+    chunks: tuple[tuple[str, str], ...]  # (id, text) in chunk order
+
+
+@dataclass(frozen=True)
+class StoreView:
+    """Per vendor: committed documents with the chunks their version has in the store,
+    rounds with their responses, chunks no manifest entry accounts for, and status."""
+
+    documents: dict[str, dict[str, Document]]
+    rounds: dict[str, dict[int, tuple[tuple[str, str, str], ...]]]
+    uncommitted: dict[str, frozenset[str]]
+    status: dict[str, dict[str, Any]]
+
+    def committed_ids(self, vendor_id: str) -> set[str]:
+        ids = {i for doc in self.documents.get(vendor_id, {}).values() for i, _ in doc.chunks}
+        return ids | {r[0] for rows in self.rounds.get(vendor_id, {}).values() for r in rows}
+
+    def linked_ids(self, vendor_id: str, criterion: str) -> set[str]:
+        return {r[0] for rows in self.rounds.get(vendor_id, {}).values() for r in rows
+                if r[2] == criterion_hash(criterion)}
+
+
+def observe(store: Path) -> StoreView:
+    workbench = workbench_at(store)
+    documents, rounds, uncommitted = {}, {}, {}
+    for vendor_id in workbench.vendor_ids():
+        vendor = workbench.store.open_vendor(vendor_id)
+        manifest = get_all(vendor.manifest, include=("metadatas",))
+        records = get_all(vendor.chunks, include=("documents", "metadatas"))
+        by_version: dict[tuple[str, str], list[tuple[int, str, str]]] = {}
+        by_round: dict[int, list[tuple[str, str, str]]] = {}
+        for record_id, text, meta in zip(records["ids"], records["documents"],
+                                         records["metadatas"], strict=True):
+            if meta["source_type"] == FOLLOWUP_SOURCE_TYPE:
+                by_round.setdefault(int(meta["round_number"]), []).append(
+                    (record_id, text, str(meta.get("criterion_question_hash", ""))))
+            else:
+                by_version.setdefault((meta["doc_key"], meta["doc_sha"]), []).append(
+                    (int(meta["chunk_index"]), record_id, text))
+        documents[vendor_id] = {}
+        for doc_key, meta in zip(manifest["ids"], manifest["metadatas"], strict=True):
+            rows = sorted(by_version.pop((doc_key, meta["version"]), []))
+            documents[vendor_id][doc_key] = Document(
+                source=meta["source"], type=meta["type"], version=meta["version"],
+                chunks=tuple((record_id, text) for _, record_id, text in rows))
+            assert meta["chunks"] == len(rows), (
+                f"{meta['source']}: the manifest counts {meta['chunks']} chunks of version "
+                f"{meta['version']}, the store holds {len(rows)}")
+        rounds[vendor_id] = {n: tuple(sorted(rows)) for n, rows in by_round.items()}
+        uncommitted[vendor_id] = frozenset(r for rows in by_version.values() for _, r, _ in rows)
+    status = {s.vendor_id: s.model_dump() for s in workbench.status()}
+    return StoreView(documents=documents, rounds=rounds, uncommitted=uncommitted, status=status)
+
+
+def expected_status(vendor_id: str, documents: list[Document],
+                    rounds: dict[int, tuple]) -> dict[str, Any]:
+    by_type: Counter[str] = Counter()
+    for doc in documents:
+        by_type[doc.type] += len(doc.chunks)
+    for number, rows in rounds.items():
+        by_type[followup_type(number)] += len(rows)
+    return {
+        "vendor_id": vendor_id, "documents": len(documents),
+        "chunks": sum(len(d.chunks) for d in documents),
+        "followup_responses": sum(len(rows) for rows in rounds.values()),
+        "rounds": sorted(n for n, rows in rounds.items() if rows),
+        "by_type": dict(sorted((t, n) for t, n in by_type.items() if n)),
+    }
+
+
+def assert_old_or_new(now: StoreView, before: StoreView, after: StoreView) -> None:
+    """Each document and each round as before the ingest or as after it, complete; status
+    counting exactly that, and the leftovers of the unfinished part as incomplete_chunks."""
+    vendors = set(before.status) | set(after.status) | set(now.status)
+    for vendor_id in sorted(vendors):
+        kept_documents: list[Document] = []
+        old_docs, new_docs = before.documents.get(vendor_id, {}), after.documents.get(vendor_id, {})
+        now_docs = now.documents.get(vendor_id, {})
+        for doc_key in sorted(set(old_docs) | set(new_docs) | set(now_docs)):
+            got = now_docs.get(doc_key)
+            assert got in (old_docs.get(doc_key), new_docs.get(doc_key)), (
+                f"{vendor_id}/{DOC_NAMES.get(doc_key, doc_key)} is neither as it was nor "
+                "complete")
+            if got is not None:
+                kept_documents.append(got)
+        kept_rounds = {}
+        old_rounds, new_rounds = before.rounds.get(vendor_id, {}), after.rounds.get(vendor_id, {})
+        now_rounds = now.rounds.get(vendor_id, {})
+        for number in sorted(set(old_rounds) | set(new_rounds) | set(now_rounds)):
+            got_round = now_rounds.get(number, ())
+            assert got_round in (old_rounds.get(number, ()), new_rounds.get(number, ())), (
+                f"{vendor_id} round {number} is neither as it was nor complete")
+            kept_rounds[number] = got_round
+        status = dict(now.status.get(vendor_id, expected_status(vendor_id, [], {})))
+        incomplete = status.pop("incomplete_chunks", 0)
+        assert status == expected_status(vendor_id, kept_documents, kept_rounds), vendor_id
+        assert incomplete == len(now.uncommitted.get(vendor_id, ())), vendor_id
+
+
+def assert_retrieval_sees_the_committed_store(store: Path, now: StoreView) -> None:
+    """Every strategy, and the chunk browser, show committed records only, and an unfinished
+    version takes no place in any first-stage window: each window is as full as the
+    committed records allow."""
+    workbench = workbench_at(store)
+    for vendor_id in workbench.vendor_ids():
+        committed = now.committed_ids(vendor_id)
+        browsed = {row["id"] for row in workbench.browse_chunks(vendor_id, limit=1000)}
+        assert browsed == committed, vendor_id
+        for strategy, window_setting in STRATEGY_WINDOWS.items():
+            trace = workbench.retrieve(vendor_id, KEY_CRITERION, strategy)
+            seen = {c.id for c in [*trace.first_stage, *trace.evidence, *trace.reranked]}
+            seen |= {h.id for h in [*trace.followups, *(trace.hash_path or []),
+                                    *(trace.semantic_path or [])]}
+            seen |= {d.followup.id for d in trace.dropped_followups}
+            assert seen <= committed, f"{vendor_id} {strategy}: {sorted(seen - committed)[:3]}"
+            window = getattr(workbench.settings, window_setting)
+            assert len(trace.first_stage) == min(window, len(committed)), (vendor_id, strategy)
+            if strategy == "precedence":
+                linked = now.linked_ids(vendor_id, KEY_CRITERION)
+                assert {h.id for h in trace.hash_path or []} == linked, vendor_id
+
+
+def assert_interrupted_state(store: Path, before: StoreView, after: StoreView) -> StoreView:
+    now = observe(store)
+    assert_old_or_new(now, before, after)
+    assert_retrieval_sees_the_committed_store(store, now)
+    return now
+
+
+def assert_complete(now: StoreView, after: StoreView) -> None:
+    assert now == after
+    assert all(not ids for ids in now.uncommitted.values())
+    assert all(s["incomplete_chunks"] == 0 for s in now.status.values())
+
+
+# Fixtures --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("fault-inputs")
+    write_inputs(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory, inputs) -> Path:
+    """acme with policy.md (old version), badges.txt and rounds 1 and 2 committed."""
+    store = tmp_path_factory.mktemp("fault-template") / "store"
+    workbench = workbench_at(store)
+    workbench.ingest_documents("acme", [inputs / "docs_v1"])
+    for name in ("acme_round_1.json", "acme_round_2.json"):
+        workbench.ingest_questionnaire(json.loads((inputs / "rounds" / name).read_text()))
+    return store
+
+
+@pytest.fixture(scope="module")
+def before(template) -> StoreView:
+    return observe(template)
+
+
+@dataclass
+class Reference:
+    view: StoreView
+    writes: list[str]
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory, template, inputs) -> Callable[[str], Reference]:
+    """The complete state after each scenario's ingest, run without faults, computed once."""
+    done: dict[str, Reference] = {}
+
+    def reference(name: str) -> Reference:
+        if name not in done:
+            store = tmp_path_factory.mktemp(f"after-{name}") / "store"
+            shutil.copytree(template, store)
+            with injected(WriteFaults()) as faults:
+                run_ingest(workbench_at(store), SCENARIOS[name], inputs)
+            done[name] = Reference(view=observe(store), writes=faults.writes)
+        return done[name]
+
+    return reference
+
+
+@pytest.fixture
+def store(tmp_path, template) -> Path:
+    """A private copy of the template, never opened before by this process."""
+    copy = tmp_path / "store"
+    shutil.copytree(template, copy)
+    return copy
+
+
+def cases(names: tuple[str, ...], *, after: str = "every") -> list[Any]:
+    """(scenario, write number, before|after) for every write point of the scenarios: just
+    before each write, and just after each write (after="every") or after the last only
+    (after="last": the store a process leaves when killed just after write k is the one it
+    leaves when killed just before write k + 1)."""
+    params = []
+    for name in names:
+        writes = SCENARIOS[name].writes
+        for number, label in enumerate(writes, start=1):
+            moments = ("before", "after") if after == "every" or number == len(writes) else (
+                "before",)
+            params += [pytest.param(name, number, when,
+                                    id=f"{name}-{when}-{number:02d}-{label.replace(' ', '_')}")
+                       for when in moments]
+    return params
+
+
+# The write points ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_every_write_point_is_enumerated(references, name, before):
+    """The fault matrix below covers exactly the writes each ingest makes."""
+    reference = references(name)
+    assert reference.writes == list(SCENARIOS[name].writes)
+    assert_complete(reference.view, reference.view)
+    assert reference.view != before
+
+
+def test_documents_split_into_one_chunk_per_section(references, before):
+    after = references("docs").view
+    sizes = {d.source: len(d.chunks) for d in after.documents["acme"].values()}
+    assert sizes == {"policy.md": POLICY_SECTIONS, "access.md": ACCESS_SECTIONS,
+                     "badges.txt": BADGE_SECTIONS}
+    old = {d.source: d for d in before.documents["acme"].values()}
+    new = {d.source: d for d in after.documents["acme"].values()}
+    assert old["badges.txt"] == new["badges.txt"]
+    assert old["policy.md"].version != new["policy.md"].version
+
+
+# 1. The embedder failing halfway ---------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["docs", "docs_new_vendor"])
+def test_embedder_failing_halfway_through_documents_writes_nothing(store, inputs, references,
+                                                                   before, name):
+    scenario = SCENARIOS[name]
+    embedder = FakeEmbedder(fail_after_calls=1)
+    # 4 texts per batch, 16 per embed call: the 90 (or 30) chunks need several calls
+    failing = Workbench(settings_at(store, embed_batch_size=4), embedder=embedder,
+                        reranker=FakeReranker())
+    with injected(WriteFaults()) as faults, pytest.raises(RuntimeError, match="fake embedder"):
+        run_ingest(failing, scenario, inputs)
+    assert embedder.calls == 2
+    assert faults.writes == []
+    assert observe(store) == before
+    run_ingest(workbench_at(store), scenario, inputs)
+    assert_complete(observe(store), references(name).view)
+
+
+@pytest.mark.parametrize(("fail_after_calls", "rounds_written"), [(1, 0), (3, 1)])
+def test_embedder_failing_halfway_through_a_round(store, inputs, references, before,
+                                                  fail_after_calls, rounds_written):
+    """One text per batch, 4 per embed call: round 2 (7 responses) takes calls 1-2 and
+    round 3 (5 responses) calls 3-4. A failure in the second call of a round leaves that
+    round as it was; the round before it is complete."""
+    after = references("rounds").view
+    embedder = FakeEmbedder(fail_after_calls=fail_after_calls)
+    failing = Workbench(settings_at(store, embed_batch_size=1), embedder=embedder,
+                        reranker=FakeReranker())
+    with injected(WriteFaults()) as faults, pytest.raises(RuntimeError, match="fake embedder"):
+        run_ingest(failing, SCENARIOS["rounds"], inputs)
+    assert len(faults.writes) == rounds_written
+    now = assert_interrupted_state(store, before, after)
+    assert now.rounds["acme"][2] == (after if rounds_written else before).rounds["acme"][2]
+    assert now.rounds["acme"].get(3) is None
+    run_ingest(workbench_at(store), SCENARIOS["rounds"], inputs)
+    assert_complete(observe(store), after)
+
+
+# 2. ChromaDB raising at each write -------------------------------------------------------
+
+@pytest.mark.parametrize(("name", "number", "when"),
+                         cases(("docs", "docs_new_vendor", "rounds", "round_new_vendor")))
+def test_chromadb_raising_at_a_write_leaves_old_or_complete(store, inputs, references, before,
+                                                            name, number, when):
+    scenario = SCENARIOS[name]
+    after = references(name).view
+    with injected(WriteFaults(at=number, when=when)) as faults, \
+            pytest.raises(InjectedFault):
+        run_ingest(workbench_at(store), scenario, inputs)
+    assert faults.writes == list(scenario.writes[:number])
+    assert_interrupted_state(store, before, after)
+    run_ingest(workbench_at(store), scenario, inputs)
+    assert_complete(observe(store), after)
+
+
+def test_a_replacement_interrupted_before_its_manifest_keeps_the_old_version(
+        store, inputs, references, before):
+    """The sharpest case: every chunk of the new version written, the manifest still naming
+    the old one. Status and contents are exactly as before."""
+    scenario = SCENARIOS["docs"]
+    at = scenario.writes.index("upsert manifest policy.md") + 1
+    with injected(WriteFaults(at=at)), pytest.raises(InjectedFault):
+        run_ingest(workbench_at(store), scenario, inputs)
+    now = assert_interrupted_state(store, before, references("docs").view)
+    policy = document_key("policy.md", "tc_files", None)
+    assert now.documents["acme"][policy] == before.documents["acme"][policy]
+    assert len(now.uncommitted["acme"]) == POLICY_SECTIONS
+    assert now.status["acme"]["incomplete_chunks"] == POLICY_SECTIONS
+
+
+def test_a_replacement_interrupted_before_the_old_chunks_are_deleted_shows_the_new_one(
+        store, inputs, references, before):
+    scenario = SCENARIOS["docs"]
+    at = scenario.writes.index("delete chunks policy.md") + 1
+    after = references("docs").view
+    with injected(WriteFaults(at=at)), pytest.raises(InjectedFault):
+        run_ingest(workbench_at(store), scenario, inputs)
+    now = assert_interrupted_state(store, before, after)
+    policy = document_key("policy.md", "tc_files", None)
+    assert now.documents["acme"][policy] == after.documents["acme"][policy]
+    assert now.uncommitted["acme"] == {i for i, _ in before.documents["acme"][policy].chunks}
+
+
+def _traces(workbench: Workbench) -> dict[str, tuple]:
+    traces = {}
+    for strategy in STRATEGY_WINDOWS:
+        trace = workbench.retrieve("acme", KEY_CRITERION, strategy)
+        traces[strategy] = ([c.id for c in trace.first_stage], [c.id for c in trace.evidence],
+                            [h.id for h in trace.followups], trace.context)
+    return traces
+
+
+@pytest.mark.parametrize("stop_before", ["upsert manifest policy.md", "delete chunks policy.md"])
+def test_an_unfinished_version_never_crowds_retrieval(store, tmp_path, inputs, template,
+                                                      stop_before):
+    """A new version of policy.md with 120 chunks, every one closer to the criterion than
+    anything committed, written but not committed (or committed, the old one not yet
+    deleted). Every strategy must retrieve exactly what it retrieves from the store as it was
+    before (or as it is once complete): the unfinished version takes no place in any window.
+    A plain window of 70 or 100 would hold nothing but skipped chunks."""
+    scenario = SCENARIOS["docs_big"]
+    complete = tmp_path / "complete"
+    shutil.copytree(template, complete)
+    run_ingest(workbench_at(complete), scenario, inputs)
+    committed = stop_before.startswith("delete")
+    expected = _traces(workbench_at(complete if committed else store))
+    at = scenario.writes.index(stop_before) + 1
+    with injected(WriteFaults(at=at)), pytest.raises(InjectedFault):
+        run_ingest(workbench_at(store), scenario, inputs)
+    assert _traces(workbench_at(store)) == expected
+    if not committed:
+        trace = workbench_at(store).retrieve("acme", KEY_CRITERION, "semantic")
+        assert any("120 chunk(s) of an unfinished document ingest" in n for n in trace.notes)
+    run_ingest(workbench_at(store), scenario, inputs)
+    assert _traces(workbench_at(store)) == _traces(workbench_at(complete))
+
+
+# 3. SIGKILL ------------------------------------------------------------------------------
+
+DRIVER = '''\
+"""Runs one ingest of tests/test_faults.py with the fake models, in its own process, and
+(with "at") kills itself with SIGKILL just before or just after that write."""
+import json
+import sys
+from pathlib import Path
+
+from tests.test_faults import SCENARIOS, WriteFaults, injected, run_ingest, workbench_at
+
+spec = json.loads(sys.argv[1])
+faults = WriteFaults(at=spec.get("at"), when=spec.get("when", "before"), action="kill",
+                     announce=spec.get("announce", False))
+with injected(faults):
+    if spec["mode"] == "cli":
+        import core.workbench
+        from core.cli import main
+        from tests.fakes import FakeEmbedder
+
+        core.workbench.SentenceTransformerEmbedder = lambda *args, **kwargs: FakeEmbedder()
+        code = main(["--store", spec["store"], *spec["argv"]])
+    else:
+        workbench = workbench_at(Path(spec["store"]))
+        run_ingest(workbench, SCENARIOS[spec["scenario"]], Path(spec["inputs"]))
+        code = 0
+print(json.dumps({"writes": faults.writes}), flush=True)
+sys.exit(code)
+'''
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("fault-driver") / "fault_driver.py"
+    path.write_text(DRIVER, encoding="utf-8")
+    return path
+
+
+def child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")}
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+def run_driver(driver: Path, spec: dict[str, Any]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(driver), json.dumps(spec)], cwd=REPO,
+                          env=child_env(), capture_output=True, text=True)
+
+
+@pytest.mark.parametrize(("name", "number", "when"),
+                         cases(("docs", "rounds", "round_new_vendor"), after="last"))
+def test_sigkill_at_a_write_leaves_old_or_complete(store, inputs, references, before, driver,
+                                                   name, number, when):
+    scenario = SCENARIOS[name]
+    after = references(name).view
+    killed = run_driver(driver, {"mode": "ingest", "scenario": name, "store": str(store),
+                                 "inputs": str(inputs), "at": number, "when": when})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert f"fault {when} write {number}: {scenario.writes[number - 1]}" in killed.stderr
+    assert killed.stdout == ""
+    assert_interrupted_state(store, before, after)
+    run_ingest(workbench_at(store), scenario, inputs)
+    assert_complete(observe(store), after)
+
+
+def test_the_driver_without_a_fault_writes_the_complete_state(store, inputs, references,
+                                                              driver):
+    done = run_driver(driver, {"mode": "ingest", "scenario": "docs", "store": str(store),
+                               "inputs": str(inputs)})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["writes"] == list(SCENARIOS["docs"].writes)
+    assert_complete(observe(store), references("docs").view)
+
+
+def test_evidence_ingest_killed_while_ingesting_then_run_again(store, tmp_path, inputs,
+                                                               references, before, driver):
+    """The CLI's own code path (`evidence ingest docs`, the fake embedder in place of the
+    real model), killed by another process at whatever moment it has reached once it has
+    announced its 12th write of 42; then the same command again; `evidence status` from the
+    installed console script."""
+    assert len(SCENARIOS["docs_cli"].writes) == 42
+    after = references("docs_cli").view
+    argv = ["ingest", "docs", "--vendor", "acme", str(inputs / "docs_cli")]
+    spec = {"mode": "cli", "store": str(store), "argv": argv, "announce": True}
+    child = subprocess.Popen([sys.executable, str(driver), json.dumps(spec)], cwd=REPO,
+                             env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    announced = 0
+    for line in child.stderr:  # bounded by the child's output: 42 writes at most
+        announced += line.startswith("write ")
+        if announced == 12:
+            child.send_signal(signal.SIGKILL)
+            break
+    child.stderr.close()
+    stdout = child.stdout.read()
+    child.stdout.close()
+    assert child.wait() == -signal.SIGKILL
+    assert stdout == ""
+
+    inspected = tmp_path / "inspected"  # a copy: this process keeps no client on the store
+    shutil.copytree(store, inspected)
+    now = assert_interrupted_state(inspected, before, after)
+    assert before != now != after, "the kill did not land while the ingest was writing"
+
+    again = run_driver(driver, {"mode": "cli", "store": str(store), "argv": argv})
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout.splitlines()[0])
+    assert sorted(d["source"] for d in report["documents"]) == sorted(
+        d.source for d in after.documents["acme"].values())
+    evidence = Path(sys.executable).parent / "evidence"
+    status = subprocess.run([str(evidence), "--store", str(store), "status"],
+                            env=child_env(), capture_output=True, text=True)
+    assert status.returncode == 0, status.stderr
+    assert [json.loads(line) for line in status.stdout.splitlines()] == list(
+        after.status.values())
+    assert_complete(observe(store), after)
+
+
+BULK_DRIVER = '''\
+"""Writes 4000 records in ONE upsert call, announcing the moment just before it."""
+import sys
+from pathlib import Path
+
+from core.models import StoredRecord
+from tests.test_faults import workbench_at
+
+workbench = workbench_at(Path(sys.argv[1]))
+vendor = workbench.store.open_vendor("bulk", create=True, embedding_model="fake-bag-of-words")
+records = [StoredRecord(id=f"r{i}", text=f"record {i} about key rotation {i % 97}",
+                        metadata={"n": i}) for i in range(4000)]
+vectors = workbench.embedder.embed([r.text for r in records])
+assert workbench.store.max_batch_size() >= len(records)
+print("writing", flush=True)
+workbench.store.upsert(vendor.chunks, records, vectors)
+print("written", flush=True)
+'''
+
+
+@pytest.mark.parametrize("spins", [0, 4_000_000, 12_000_000])
+def test_one_chromadb_write_call_is_all_or_nothing_under_sigkill(tmp_path, spins):
+    """What every commit step relies on, a round above all (its up to 100 responses go in one
+    call): a write call killed at any moment is absent or complete once the store is opened
+    again, in the metadata and in the vector index alike. The kill lands after a
+    count-bounded spin following the announcement, so the runs hit different moments."""
+    script = tmp_path / "bulk_driver.py"
+    script.write_text(BULK_DRIVER, encoding="utf-8")
+    store = tmp_path / "store"
+    child = subprocess.Popen([sys.executable, str(script), str(store)], cwd=REPO,
+                             env=child_env(), stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "writing"
+    for _ in range(spins):
+        pass
+    child.send_signal(signal.SIGKILL)
+    child.stdout.close()
+    assert child.wait() in (-signal.SIGKILL, 0)
+
+    chunks = workbench_at(store).store.open_vendor("bulk").chunks
+    stored = get_all(chunks, include=("metadatas",))["ids"]
+    assert len(stored) in (0, 4000)
+    assert chunks.count() == len(stored)
+    if stored:
+        query = FakeEmbedder().embed(["key rotation 5"])[0]
+        found = chunks.query(query_embeddings=[np.asarray(query)], n_results=50)["ids"][0]
+        assert len(found) == 50 and set(found) <= set(stored)
