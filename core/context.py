@@ -6,15 +6,27 @@ import re
 from collections.abc import Sequence
 from xml.sax.saxutils import escape
 
-from core.models import Candidate, FollowupHit
+from core.models import Candidate, FollowupHit, parse_iso_timestamp
 
 # Characters XML 1.0 cannot carry at all; they become U+FFFD so the context always parses.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+# Every XML parser reads CR LF and a lone CR as LF; doing it here keeps the context as
+# written identical to the context as read.
+_CARRIAGE_RETURN = re.compile("\r\n?")
+# The line breaks a reader may honour that XML 1.0 can carry (the rest are already U+FFFD).
+_LINE_BREAK = re.compile("\r\n|[\n\r\x85\u2028\u2029]")
 
 
 def xml_text(text: str) -> str:
-    """Text safe inside an XML element: markup escaped, illegal characters replaced."""
-    return escape(_NOT_XML.sub("\ufffd", text))
+    """Text safe inside an XML element: markup escaped, illegal characters replaced by U+FFFD,
+    CR LF and CR read as LF."""
+    return escape(_CARRIAGE_RETURN.sub("\n", _NOT_XML.sub("\ufffd", text)))
+
+
+def _indented(text: str) -> str:
+    """Vendor text inside the multi-round entry: every line break becomes LF plus two spaces,
+    so no line a vendor writes can start a `[Round k]`, `Question:` or `Answer:` line."""
+    return _LINE_BREAK.sub("\n  ", _NOT_XML.sub("\ufffd", text))
 
 
 def evidence_source(candidate: Candidate) -> str:
@@ -34,7 +46,8 @@ def format_followups_xml(followups: Sequence[FollowupHit], index: int) -> str:
         return _entry(index, followups[0].source, followups[0].content)
     ordered = sorted(followups, key=lambda h: (h.round_number, h.timestamp))
     progression = "\n\n".join(
-        f"[Round {h.round_number}]\nQuestion: {h.question_text}\nAnswer: {h.answer_text}"
+        f"[Round {h.round_number}]\nQuestion: {_indented(h.question_text)}\n"
+        f"Answer: {_indented(h.answer_text)}"
         for h in ordered
     )
     return _entry(index, f"{ordered[-1].source} (Multiple Rounds)", progression)
@@ -72,6 +85,20 @@ def quoted(text: str) -> str:
     return "\n  ".join(line.rstrip() for line in lines)
 
 
+def one_line(text: str) -> str:
+    """Vendor text that must stay on its line (a document name in its header): every run of
+    white space, line breaks included, becomes one space."""
+    return " ".join(_NOT_XML.sub("\ufffd", text).split())
+
+
+def response_date(timestamp: str) -> str:
+    """The day of an ISO 8601 timestamp as YYYY-MM-DD, whatever ISO form the vendor sent."""
+    try:
+        return parse_iso_timestamp(timestamp).date().isoformat()
+    except ValueError:
+        return one_line(timestamp[:10])
+
+
 def format_followups_prompt(followups: Sequence[FollowupHit]) -> str:
     """Seed 003: newest round first, the first one marked MOST RECENT."""
     if not followups:
@@ -81,7 +108,7 @@ def format_followups_prompt(followups: Sequence[FollowupHit]) -> str:
     for i, hit in enumerate(newest_first):
         label = "MOST RECENT - " if i == 0 else ""
         parts.append(
-            f"[{label}ROUND {hit.round_number} - {hit.timestamp[:10]}]\n"
+            f"[{label}ROUND {hit.round_number} - {response_date(hit.timestamp)}]\n"
             f"Question: {quoted(hit.question_text)}\n"
             f"Vendor Response: {quoted(hit.answer_text)}"
         )
@@ -92,7 +119,7 @@ def format_documents_prompt(evidence: Sequence[Candidate]) -> str:
     if not evidence:
         return NO_DOCUMENTS
     return "\n\n".join(
-        f"[Document {i}: {quoted(evidence_source(c))}]\n  {quoted(c.text)}"
+        f"[Document {i}: {one_line(evidence_source(c))}]\n  {quoted(c.text)}"
         for i, c in enumerate(evidence, start=1)
     )
 
