@@ -82,16 +82,8 @@ def ingest_docs(
         "--round", help="Follow-up round the document was uploaded with.")] = None,
 ) -> None:
     """Ingest .md, .txt and .pdf documents; unchanged files are skipped, changed ones replaced."""
-    from core.ingest.documents import check_documents
-    from core.store import check_vendor_id
-
-    workbench = _workbench(ctx)
-    check_vendor_id(vendor)
-    # The size limit of the settings in force, checked before the workbench reads any file.
-    check_documents(paths, doc_type=doc_type, round_number=round_number,
-                    max_bytes=workbench.settings.max_document_bytes)
-    report = workbench.ingest_documents(vendor, paths, doc_type=doc_type,
-                                        round_number=round_number, progress=_progress())
+    report = _workbench(ctx).ingest_documents(vendor, paths, doc_type=doc_type,
+                                              round_number=round_number, progress=_progress())
     _emit(report.model_dump(mode="json"))
 
 
@@ -101,17 +93,9 @@ def ingest_questionnaire(
     files: Annotated[list[Path], typer.Argument(help="Bulk payload JSON files (seed 003).")],
 ) -> None:
     """Ingest follow-up questionnaire rounds; every file is validated before any is written."""
-    from core.ingest.questionnaire import check_batch_vendor_ids, load_payload_file
-    from core.models import PayloadLimits
-
     workbench = _workbench(ctx)
-    limits = PayloadLimits.from_settings(workbench.settings)
-    payloads = [load_payload_file(path, limits=limits) for path in files]
-    # A refusal after the first round is written would leave half of the command applied.
-    check_batch_vendor_ids((p.vendor_id for p in payloads), workbench.store,
-                           workbench.embedder.name)
-    for payload in payloads:
-        _emit(workbench.ingest_questionnaire(payload).model_dump(mode="json"))
+    for report in workbench.ingest_questionnaires(workbench.load_questionnaires(files)):
+        _emit(report.model_dump(mode="json"))
 
 
 @ingest_app.command("sample")
@@ -132,10 +116,6 @@ def status(
     vendor: Annotated[str | None, typer.Option(help="Only this vendor.")] = None,
 ) -> None:
     """One JSON line per vendor: documents, chunks, follow-up responses, rounds, types."""
-    if vendor is not None:  # an empty --vendor "" is a mistake, not a request for every vendor
-        from core.store import check_vendor_id
-
-        check_vendor_id(vendor)
     for vendor_status in _workbench(ctx).status(vendor):
         _emit(vendor_status.model_dump(mode="json"))
 

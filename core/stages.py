@@ -14,7 +14,6 @@ from core.config import Settings
 from core.embedding import Embedder
 from core.hashing import criterion_similarity, question_similarity, typo_corrections
 from core.models import (
-    DOCUMENT_SOURCE_TYPE,
     FOLLOWUP_SOURCE_TYPE,
     Candidate,
     DroppedFollowup,
@@ -22,7 +21,13 @@ from core.models import (
     RerankerStatus,
 )
 from core.rerank import Reranker
-from core.store import VendorCollections, get_all
+from core.store import (
+    VendorCollections,
+    committed_versions,
+    get_all,
+    is_committed,
+    read_manifest,
+)
 
 TIER_ORDER = {"high": 0, "medium": 1, "low": 2}
 
@@ -60,19 +65,13 @@ class RetrievalEnv:
         return self.vendor.vendor_id
 
     def committed_documents(self) -> dict[str, str]:
-        """doc_key -> digest of each document whose ingest completed (read once per run)."""
+        """doc_key -> version of each document whose ingest completed (read once per run)."""
         if self._committed is None:
-            manifest = get_all(self.vendor.manifest, include=("metadatas",))
-            self._committed = {
-                doc_key: meta["digest"]
-                for doc_key, meta in zip(manifest["ids"], manifest["metadatas"], strict=True)
-            }
+            self._committed = committed_versions(read_manifest(self.vendor))
         return self._committed
 
     def is_committed(self, metadata: dict[str, Any]) -> bool:
-        if metadata.get("source_type") != DOCUMENT_SOURCE_TYPE:
-            return True  # a follow-up round is written in one call: present means complete
-        return self.committed_documents().get(metadata.get("doc_key")) == metadata.get("doc_sha")
+        return is_committed(metadata, self.committed_documents())
 
 
 # First stage ------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import numpy as np
 
 from core.config import Settings
 from core.errors import StoreError, UnknownVendorError, UserInputError
-from core.models import StoredRecord, is_valid_vendor_id
+from core.models import FOLLOWUP_SOURCE_TYPE, StoredRecord, is_valid_vendor_id
 
 # ChromaDB reads this before its telemetry client starts; nothing leaves the machine.
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -282,6 +282,25 @@ def get_all(collection: Any, *, where: dict[str, Any] | None = None,
             break
         offset += page_size
     return {"ids": ids, **columns}
+
+
+def read_manifest(vendor: VendorCollections) -> dict[str, dict[str, Any]]:
+    """doc_key -> manifest entry of each document whose ingest completed."""
+    found = get_all(vendor.manifest, include=("metadatas",))
+    return dict(zip(found["ids"], found["metadatas"], strict=True))
+
+
+def committed_versions(manifest: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """doc_key -> the version the manifest makes visible."""
+    return {doc_key: str(meta["version"]) for doc_key, meta in manifest.items()}
+
+
+def is_committed(metadata: dict[str, Any], versions: dict[str, str]) -> bool:
+    """A follow-up round is written in one call (present means complete); a document chunk
+    counts only when the manifest names its version."""
+    if metadata.get("source_type") == FOLLOWUP_SOURCE_TYPE:
+        return True
+    return versions.get(metadata.get("doc_key")) == metadata.get("doc_sha")
 
 
 class _ServerCalls:

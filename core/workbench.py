@@ -6,7 +6,7 @@ import hashlib
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,13 +20,13 @@ from core.context import format_context_xml, format_prompt
 from core.embedding import Embedder, SentenceTransformerEmbedder
 from core.errors import UserInputError
 from core.hashing import criterion_hash
-from core.ingest.documents import (
-    PreparedDocument,
-    check_document_type,
-    collect_files,
-    prepare_document,
+from core.ingest.documents import PreparedDocument, check_documents, prepare_document
+from core.ingest.questionnaire import (
+    check_batch_vendor_ids,
+    load_payload_file,
+    parse_payload,
+    payload_records,
 )
-from core.ingest.questionnaire import load_payload_file, parse_payload, payload_records
 from core.models import (
     DOCUMENT_SOURCE_TYPE,
     FOLLOWUP_SOURCE_TYPE,
@@ -44,7 +44,10 @@ from core.store import (
     EvidenceStore,
     VendorCollections,
     check_vendor_id,
+    committed_versions,
     get_all,
+    is_committed,
+    read_manifest,
 )
 from core.strategies import DEFAULT_STRATEGY, Query, get_strategy
 
@@ -154,11 +157,12 @@ class Workbench:
                          progress: Progress | None = None) -> DocumentIngestReport:
         """Validate every file first, then write each document completely or not at all."""
         check_vendor_id(vendor_id)
-        check_document_type(doc_type, round_number)
         if isinstance(paths, str | Path):  # one path, not the characters of one
             paths = [paths]
-        files = collect_files(Path(p) for p in paths)
         s = self.settings
+        # Type, round, every file found and its size: all refused before any file is read.
+        files = check_documents([Path(p) for p in paths], doc_type=doc_type,
+                                round_number=round_number, max_bytes=s.max_document_bytes)
         prepared = []
         for i, doc in enumerate(files, start=1):
             prepared.append(prepare_document(doc, s.chunk_size, s.chunk_overlap,
@@ -167,7 +171,7 @@ class Workbench:
                 progress("reading", i, len(files))
 
         existing = self._existing_vendor(vendor_id)
-        committed = self._manifest(existing) if existing else {}
+        committed = read_manifest(existing) if existing else {}
         outcomes: list[DocumentOutcome] = []
         to_write: list[tuple[PreparedDocument, str, str, list[StoredRecord]]] = []
         for doc in prepared:
@@ -271,10 +275,6 @@ class Workbench:
         self.store.refuse_case_clash(vendor_id, vendors)
         return None
 
-    @staticmethod
-    def _manifest(vendor: VendorCollections) -> dict[str, dict[str, Any]]:
-        found = get_all(vendor.manifest, include=("metadatas",))
-        return dict(zip(found["ids"], found["metadatas"], strict=True))
 
     # Ingest: questionnaire rounds --------------------------------------------------------
 
@@ -299,6 +299,16 @@ class Workbench:
                                          round_number=payload.round_number,
                                          vendor_id=payload.vendor_id)
 
+    def ingest_questionnaires(self, payloads: Sequence[QuestionnairePayload], *,
+                              progress: Progress | None = None
+                              ) -> Iterator[QuestionnaireIngestReport]:
+        """Several rounds: every vendor id of the batch is checked before the first round is
+        written, so a refusal never leaves half of the batch applied; then one report per
+        round as it is stored."""
+        check_batch_vendor_ids((p.vendor_id for p in payloads), self.store, self.embedder.name)
+        for payload in payloads:
+            yield self.ingest_questionnaire(payload, progress=progress)
+
     def load_questionnaires(self, files: Iterable[Path | str]) -> list[QuestionnairePayload]:
         """Validate every file before any is written."""
         limits = PayloadLimits.from_settings(self.settings)
@@ -320,14 +330,14 @@ class Workbench:
     def _vendor_status(self, vendor: VendorCollections) -> VendorStatus:
         # Manifest, chunks, manifest again: an ingest committing in between would count a
         # document whose chunks were read before (or after) it changed.
-        manifest = self._manifest(vendor)
+        manifest = read_manifest(vendor)
         for _ in range(CONSISTENT_READ_ATTEMPTS):
             records = get_all(vendor.chunks, include=("metadatas",))["metadatas"]
-            again = self._manifest(vendor)
+            again = read_manifest(vendor)
             if again == manifest:
                 break
             manifest = again
-        versions = _committed_versions(manifest)
+        versions = committed_versions(manifest)
         by_type: Counter[str] = Counter()
         rounds: set[int] = set()
         chunks = followups = incomplete = 0
@@ -336,7 +346,7 @@ class Workbench:
                 followups += 1
                 rounds.add(int(meta["round_number"]))
                 by_type[str(meta["type"])] += 1
-            elif _is_committed(meta, versions):
+            elif is_committed(meta, versions):
                 chunks += 1
                 by_type[str(meta["type"])] += 1
             else:
@@ -349,7 +359,7 @@ class Workbench:
 
     def documents(self, vendor_id: str) -> list[dict[str, Any]]:
         """The vendor's committed documents (the manifest), sorted by source."""
-        manifest = self._manifest(self.store.open_vendor(vendor_id))
+        manifest = read_manifest(self.store.open_vendor(vendor_id))
         return sorted(manifest.values(), key=lambda m: str(m.get("source")))
 
     def browse_chunks(self, vendor_id: str, *, contains: str | None = None,
@@ -357,7 +367,7 @@ class Workbench:
         """Stored chunks and follow-ups of one vendor, optionally by text and type; chunks of
         an unfinished document ingest are left out, as retrieval leaves them out."""
         vendor = self.store.open_vendor(vendor_id)
-        versions = _committed_versions(self._manifest(vendor))
+        versions = committed_versions(read_manifest(vendor))
         where = {"type": doc_type} if doc_type else None
         where_document = {"$contains": contains} if contains else None
         rows: list[dict[str, Any]] = []
@@ -367,7 +377,7 @@ class Workbench:
                                       offset=offset, include=["documents", "metadatas"])
             rows.extend({"id": i, "text": t, **m} for i, t, m in
                         zip(found["ids"], found["documents"], found["metadatas"], strict=True)
-                        if _is_committed(m, versions))
+                        if is_committed(m, versions))
             if len(found["ids"]) < limit:
                 break
             offset += limit
@@ -418,7 +428,7 @@ class Workbench:
             committed = env.committed_documents()
             env.vendor = replace(vendor, chunks=CommittedWindow(vendor.chunks, env.is_committed))
             result = chosen.run(env, query, timings)
-            consistent = _manifest_digests(self._manifest(vendor)) == committed
+            consistent = committed_versions(read_manifest(vendor)) == committed
             if consistent or attempts == CONSISTENT_READ_ATTEMPTS:
                 break
         if attempts > 1:
@@ -441,22 +451,6 @@ class Workbench:
             reranked=result.reranked, dropped_followups=result.dropped_followups,
             notes=env.notes, timings_ms={k: round(v, 3) for k, v in timings.ms.items()},
         )
-
-
-def _manifest_digests(manifest: dict[str, dict[str, Any]]) -> dict[str, str]:
-    return {doc_key: meta["digest"] for doc_key, meta in manifest.items()}
-
-
-def _committed_versions(manifest: dict[str, dict[str, Any]]) -> dict[str, str]:
-    return {doc_key: str(meta["version"]) for doc_key, meta in manifest.items()}
-
-
-def _is_committed(metadata: dict[str, Any], versions: dict[str, str]) -> bool:
-    """A follow-up round is written in one call (present means complete); a document chunk
-    counts only when the manifest names its version."""
-    if metadata.get("source_type") == FOLLOWUP_SOURCE_TYPE:
-        return True
-    return versions.get(metadata.get("doc_key")) == metadata.get("doc_sha")
 
 
 def _check_criterion(criterion: object) -> str:

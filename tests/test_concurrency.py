@@ -507,8 +507,15 @@ def test_two_dashboard_sessions_at_once_each_see_their_own_selection(
             found = [traceback.format_exc()]
         problems.extend(found)
 
-    threads = [threading.Thread(target=run, args=(sessions[i], sessions[1 - i]))
-               for i in range(len(sessions))]
+    run_sessions_together([threading.Thread(target=run, args=(sessions[i], sessions[1 - i]))
+                           for i in range(len(sessions))])
+    assert not problems, "\n".join(problems)
+
+
+def run_sessions_together(threads: list[threading.Thread]) -> None:
+    """Start every dashboard session's thread, wait for all, then drop what they cached."""
+    import streamlit as st
+
     try:
         for thread in threads:
             thread.start()
@@ -517,7 +524,6 @@ def test_two_dashboard_sessions_at_once_each_see_their_own_selection(
     finally:
         st.cache_resource.clear()
         st.cache_data.clear()
-    assert not problems, "\n".join(problems)
 
 
 def signalling(write: Callable[..., Any], written: threading.Event) -> Callable[..., Any]:
@@ -573,16 +579,8 @@ def test_a_session_arriving_during_first_start_indexing_waits_for_all_of_it(
         finally:
             first_write.set()
 
-    threads = [threading.Thread(target=visit, args=("acme", None)),
-               threading.Thread(target=visit, args=("northwind", first_write))]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        st.cache_resource.clear()
-        st.cache_data.clear()
+    run_sessions_together([threading.Thread(target=visit, args=("acme", None)),
+                           threading.Thread(target=visit, args=("northwind", first_write))])
     assert not problems, "\n".join(problems)
     assert seen == {"acme": ["acme", "northwind"], "northwind": ["acme", "northwind"]}
     statuses = bench.status()

@@ -16,7 +16,7 @@ from core.config import MAX_ROUND_NUMBER
 from core.errors import EvidenceError, UserInputError
 from core.ingest import refuse_too_large, shown_path
 from core.ingest.documents import check_document_type
-from core.ingest.questionnaire import check_batch_vendor_ids, parse_payload_bytes
+from core.ingest.questionnaire import parse_payload_bytes
 from core.models import PayloadLimits, QuestionnairePayload
 from core.store import check_vendor_id
 from core.workbench import (
@@ -98,10 +98,7 @@ def ingest_uploaded_questionnaires(workbench: Workbench, uploads: Sequence[Uploa
     """Validate all rounds (and their vendor ids against the store), then write each."""
     payloads = read_questionnaires(uploads,
                                    limits=PayloadLimits.from_settings(workbench.settings))
-    # A refusal after the first write would leave half an upload behind.
-    check_batch_vendor_ids((p.vendor_id for p in payloads), workbench.store,
-                           workbench.embedder.name)
-    return [workbench.ingest_questionnaire(p, progress=progress) for p in payloads]
+    return list(workbench.ingest_questionnaires(payloads, progress=progress))
 
 
 def vendor_table(statuses: Sequence[VendorStatus]) -> pd.DataFrame:
