@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from core.config import Settings
+from core.config import MAX_QUESTION_CHARS, Settings
 from core.context import format_context_xml, format_prompt
 from core.embedding import Embedder, SentenceTransformerEmbedder
 from core.errors import UserInputError
@@ -52,7 +52,8 @@ from core.store import (
 from core.strategies import DEFAULT_STRATEGY, Query, get_strategy
 
 Progress = Callable[[str, int, int], None]
-MAX_CRITERION_CHARS = 2000
+# A criterion is asked with the same words a follow-up links to: one limit for both.
+MAX_CRITERION_CHARS = MAX_QUESTION_CHARS
 # Reads that race a writer are repeated until they saw one committed state, at most this often.
 CONSISTENT_READ_ATTEMPTS = 5
 
