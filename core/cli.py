@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -30,6 +32,11 @@ class OutputFormat(StrEnum):
     prompt = "prompt"
 
 
+class BenchFormat(StrEnum):
+    json = "json"
+    table = "table"
+
+
 @app.callback()
 def main_options(
     ctx: typer.Context,
@@ -45,14 +52,18 @@ def main_options(
     ctx.obj = {k: v for k, v in overrides.items() if v is not None}
 
 
+def _settings(ctx: typer.Context | None) -> Settings:
+    overrides = (ctx.find_root().obj or {}) if ctx is not None else {}
+    try:
+        return Settings(**overrides)
+    except Exception as exc:  # pydantic ValidationError from a bad EVIDENCE_* variable
+        raise UserInputError(f"A setting is invalid: {' '.join(str(exc).split())[:200]}") from None
+
+
 def _workbench(ctx: typer.Context):
     from core.workbench import Workbench
 
-    try:
-        settings = Settings(**(ctx.find_root().obj or {}))
-    except Exception as exc:  # pydantic ValidationError from a bad EVIDENCE_* variable
-        raise UserInputError(f"A setting is invalid: {' '.join(str(exc).split())[:200]}") from None
-    return Workbench(settings)
+    return Workbench(_settings(ctx))
 
 
 def _emit(data: dict) -> None:
@@ -166,6 +177,57 @@ def retrieve(
             if i:
                 typer.echo("")
             typer.echo(trace.context if output_format is OutputFormat.xml else trace.prompt)
+
+
+@app.command()
+def bench(
+    chunks: Annotated[int, typer.Option(help="Chunks in the throw-away store.")] = 10_000,
+    queries: Annotated[int, typer.Option(help="Criteria asked, each with planted follow-ups.")
+                       ] = 50,
+    output_format: Annotated[BenchFormat, typer.Option(
+        "--format", help="json (one line, for machines) or table (for people).")
+    ] = BenchFormat.json,
+    seed: Annotated[int | None, typer.Option(
+        help="Corpus seed; the default gives the same corpus on every machine.")] = None,
+) -> None:
+    """Measure ingest against raw encoding, and every strategy against the floor, on a
+    generated corpus in a throw-away store."""
+    from core.bench.corpus import DEFAULT_SEED
+    from core.bench.run import check_bench_arguments, format_table, run_bench
+
+    check_bench_arguments(chunks, queries)
+    with _progress_bar() as progress:
+        result = run_bench(chunks, queries, seed=DEFAULT_SEED if seed is None else seed,
+                           settings=_settings(None), progress=progress)
+    if output_format is BenchFormat.table:
+        typer.echo(format_table(result))
+    else:
+        _emit(result.model_dump(mode="json"))
+
+
+@contextmanager
+def _progress_bar() -> Iterator[Callable[[str, int, int], None]]:
+    """One bar per stage on stderr (tqdm draws it only where stderr is a terminal)."""
+    from tqdm import tqdm
+
+    bars: dict[str, tqdm] = {}
+
+    def show(stage: str, done: int, total: int) -> None:
+        bar = bars.get(stage)
+        if bar is None:
+            for other in bars.values():
+                other.close()
+            bar = bars[stage] = tqdm(total=total, desc=f"{stage:<15}", file=sys.stderr,
+                                     disable=not sys.stderr.isatty(), leave=True,
+                                     dynamic_ncols=True)
+        bar.total = total
+        bar.update(done - bar.n)
+
+    try:
+        yield show
+    finally:
+        for bar in bars.values():
+            bar.close()
 
 
 def _utf8_argument(option: str, value: str) -> str:

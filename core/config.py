@@ -26,6 +26,9 @@ MAX_DOCUMENT_BYTES = 50_000_000
 # Follow-up rounds are counted one by one; the bound keeps the number inside ChromaDB's
 # 64-bit metadata integers and catches typing slips.
 MAX_ROUND_NUMBER = 1000
+# Where `evidence bench` results are recorded (benchmarks/README.md) and the dashboard's
+# Quality page reads them from.
+BENCHMARK_RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 
 
 class Settings(BaseSettings):
@@ -75,6 +78,9 @@ class Settings(BaseSettings):
     # may take the low tier; any other unlinked follow-up competes as ordinary evidence.
     typo_word_similarity: float = Field(0.75, ge=0.0, le=1.0)
     typo_max_words: int = Field(2, ge=0)
+
+    # Recorded benchmark results the dashboard shows.
+    benchmark_results: Path = BENCHMARK_RESULTS_DIR
 
     # Ingestion.
     chunk_size: int = Field(1000, ge=100)

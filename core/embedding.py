@@ -155,6 +155,12 @@ class SentenceTransformerEmbedder(Embedder):
                 ) from exc
 
     @property
+    def model(self) -> Any:
+        """The loaded SentenceTransformer itself."""
+        self.warm_up()
+        return self._model
+
+    @property
     def tokenizer_name(self) -> str:
         return f"{self.name} tokenizer"
 

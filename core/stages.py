@@ -23,6 +23,7 @@ from core.models import (
 from core.rerank import Reranker
 from core.store import (
     VendorCollections,
+    _present,
     committed_versions,
     get_all,
     is_committed,
@@ -59,6 +60,9 @@ class RetrievalEnv:
     embed_query: Callable[[str], np.ndarray]
     notes: list[str] = field(default_factory=list)
     _committed: dict[str, str] | None = None
+    # id -> (criterion hash, linked criterion text) of every follow-up; scanned when absent.
+    followup_links: Callable[[], dict[str, tuple[str | None, str]]] | None = None
+    _links: dict[str, tuple[str | None, str]] | None = None
 
     @property
     def vendor_id(self) -> str:
@@ -72,6 +76,21 @@ class RetrievalEnv:
 
     def is_committed(self, metadata: dict[str, Any]) -> bool:
         return is_committed(metadata, self.committed_documents())
+
+    def links(self) -> dict[str, tuple[str | None, str]]:
+        """Follow-up id -> (criterion hash, linked criterion text), read once per run."""
+        if self._links is None:
+            if self.followup_links is not None:
+                self._links = self.followup_links()
+            else:
+                found = get_all(self.vendor.chunks,
+                                where={"source_type": FOLLOWUP_SOURCE_TYPE},
+                                include=("metadatas",))
+                self._links = {
+                    record_id: (meta.get("criterion_question_hash"),
+                                str(meta.get("original_criterion_question_text") or ""))
+                    for record_id, meta in zip(found["ids"], found["metadatas"], strict=True)}
+        return self._links
 
 
 # First stage ------------------------------------------------------------------------------
@@ -163,26 +182,6 @@ def extract_by_hash(candidates: Sequence[Candidate], criterion_hash: str
     return matched, [c for c in candidates if c.id not in matched_ids]
 
 
-def fetch_linked_followups(env: RetrievalEnv, criterion_hash: str,
-                           query_embedding: np.ndarray) -> list[Candidate]:
-    """Every follow-up linked by hash, by metadata lookup (never an approximate search),
-    scored against the query in Python so the trace can show its similarity."""
-    found = get_all(
-        env.vendor.chunks,
-        where={"criterion_question_hash": criterion_hash},
-        include=("documents", "metadatas", "embeddings"),
-    )
-    if not found["ids"]:
-        return []
-    vectors = np.asarray(found["embeddings"], dtype=np.float32)
-    scores = vectors @ np.asarray(query_embedding, dtype=np.float32)
-    return [
-        candidate_from_record(record_id, text, metadata, score=float(score))
-        for record_id, text, metadata, score in zip(
-            found["ids"], found["documents"], found["metadatas"], scores, strict=True)
-    ]
-
-
 def _recency_key(hit: FollowupHit) -> tuple[int, str]:
     return (hit.round_number, hit.timestamp)
 
@@ -267,35 +266,47 @@ def _low_tier_reason(hit: FollowupHit, criterion: str) -> str:
     return f"no hash match, {what}; {how}: low"
 
 
-def fetch_near_copy_followups(env: RetrievalEnv, criterion: str, criterion_hash: str,
-                              query_embedding: np.ndarray) -> list[Candidate]:
-    """Follow-ups linked to this criterion's text with a typo, found through their stored
-    criterion text: a metadata scan, so no search window can miss one."""
+def fetch_vouched_followups(env: RetrievalEnv, criterion: str, criterion_hash: str,
+                            query_embedding: np.ndarray
+                            ) -> tuple[list[Candidate], list[Candidate]]:
+    """(follow-ups linked by the criterion hash, follow-ups linked to this criterion's text
+    with a typo), found through each stored response's link (a metadata lookup, so no search
+    window can miss one) and read in one call, scored against the query in Python so the
+    trace can show their similarity."""
     s = env.settings
-    found = get_all(env.vendor.chunks, where={"source_type": FOLLOWUP_SOURCE_TYPE},
-                    include=("metadatas",))
+    links = env.links()
     is_typo_of: dict[str, bool] = {}
-    ids = []
-    for record_id, meta in zip(found["ids"], found["metadatas"], strict=True):
-        linked = meta.get("original_criterion_question_text")
-        if not linked or meta.get("criterion_question_hash") == criterion_hash:
+    linked_ids, near_ids = [], []
+    for record_id, (linked_hash, linked) in links.items():
+        if linked_hash == criterion_hash:
+            linked_ids.append(record_id)
+            continue
+        if not linked:
             continue
         if linked not in is_typo_of:
             is_typo_of[linked] = bool(typo_corrections(
                 criterion, linked, word_similarity=s.typo_word_similarity,
                 max_words=s.typo_max_words))
         if is_typo_of[linked]:
-            ids.append(record_id)
-    if not ids:
-        return []
-    records = env.vendor.chunks.get(ids=ids, include=["documents", "metadatas", "embeddings"])
-    scores = np.asarray(records["embeddings"], dtype=np.float32) @ np.asarray(
-        query_embedding, dtype=np.float32)
-    return [
-        candidate_from_record(record_id, text, metadata, score=float(score))
-        for record_id, text, metadata, score in zip(
-            records["ids"], records["documents"], records["metadatas"], scores, strict=True)
-    ]
+            near_ids.append(record_id)
+    if not linked_ids and not near_ids:
+        return [], []
+    records = env.vendor.chunks.get(ids=linked_ids + near_ids,
+                                    include=["documents", "metadatas", "embeddings"])
+    present = _present(records, ("metadatas",))
+    if not present:
+        return [], []
+    vectors = np.asarray([records["embeddings"][i] for i in present], dtype=np.float32)
+    scores = vectors @ np.asarray(query_embedding, dtype=np.float32)
+    linked: list[Candidate] = []
+    near: list[Candidate] = []
+    wanted = set(linked_ids)
+    for position, score in zip(present, scores, strict=True):
+        record_id = records["ids"][position]
+        candidate = candidate_from_record(record_id, records["documents"][position],
+                                          records["metadatas"][position], score=float(score))
+        (linked if record_id in wanted else near).append(candidate)
+    return linked, near
 
 
 def competing_followup(hit: FollowupHit, criterion: str) -> FollowupHit:

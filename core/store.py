@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,10 @@ SCHEMA_VERSION = 1
 _CHUNKS_SUFFIX = "__chunks"
 _MANIFEST_SUFFIX = "__manifest"
 _PREFIX = "vendor__"
+# A record of the manifest collection that is not a document: every commit rewrites it in
+# the same write as the document's entry, so readers can tell in one small read whether the
+# manifest changed since they last read it.
+MANIFEST_GENERATION_ID = "__generation__"
 # ChromaDB keeps one shared system per store path (or server) in a process-wide registry that
 # it fills without a lock: clients created at the same moment in two threads can come up
 # without their tenant, or on a system another thread then replaces, and writes go missing.
@@ -63,6 +68,9 @@ class EvidenceStore:
         self.settings = settings
         self._client: Any = None
         self._lock = threading.Lock()
+        # Vendors opened and checked once; collections are never deleted, so a handle stays
+        # good, and a retrieval need not ask ChromaDB for three collections every time.
+        self._opened: dict[str, VendorCollections] = {}
 
     @property
     def location(self) -> str:
@@ -124,6 +132,11 @@ class EvidenceStore:
                     embedding_model: str | None = None) -> VendorCollections:
         """The vendor's collections; refused when missing (unless create) or incompatible."""
         check_vendor_id(vendor_id)
+        with self._lock:
+            opened = self._opened.get(vendor_id)
+        if opened is not None:
+            self._check_compatible(vendor_id, opened.chunks.metadata or {}, embedding_model)
+            return opened
         existing = self.vendor_ids()
         if vendor_id not in existing:
             self.refuse_case_clash(vendor_id, existing)
@@ -147,7 +160,10 @@ class EvidenceStore:
             embedding_function=None,
         )
         self._check_compatible(vendor_id, manifest.metadata or {}, None)
-        return VendorCollections(vendor_id=vendor_id, chunks=chunks, manifest=manifest)
+        opened = VendorCollections(vendor_id=vendor_id, chunks=chunks, manifest=manifest)
+        with self._lock:
+            self._opened[vendor_id] = opened
+        return opened
 
     @staticmethod
     def refuse_case_clash(vendor_id: str, existing: Sequence[str]) -> None:
@@ -287,7 +303,29 @@ def get_all(collection: Any, *, where: dict[str, Any] | None = None,
 def read_manifest(vendor: VendorCollections) -> dict[str, dict[str, Any]]:
     """doc_key -> manifest entry of each document whose ingest completed."""
     found = get_all(vendor.manifest, include=("metadatas",))
-    return dict(zip(found["ids"], found["metadatas"], strict=True))
+    return {doc_key: meta for doc_key, meta in zip(found["ids"], found["metadatas"], strict=True)
+            if doc_key != MANIFEST_GENERATION_ID}
+
+
+def manifest_generation(vendor: VendorCollections) -> str | None:
+    """A value that changes with every manifest commit; None for a store whose manifest was
+    last written before generations were recorded (then only a full read tells)."""
+    found = vendor.manifest.get(ids=[MANIFEST_GENERATION_ID], include=["metadatas"])
+    metadatas = found.get("metadatas") or []
+    if not found["ids"] or not metadatas or not metadatas[0]:
+        return None
+    return str(metadatas[0].get("generation"))
+
+
+def commit_manifest_entry(vendor: VendorCollections, doc_key: str, entry: dict[str, Any],
+                          source: str) -> None:
+    """Make a document version visible: its entry and a new generation, in one write."""
+    vendor.manifest.upsert(
+        ids=[doc_key, MANIFEST_GENERATION_ID],
+        metadatas=[entry, {"generation": uuid.uuid4().hex}],
+        embeddings=[[1.0], [1.0]],
+        documents=[source, "manifest generation"],
+    )
 
 
 def committed_versions(manifest: dict[str, dict[str, Any]]) -> dict[str, str]:

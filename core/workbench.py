@@ -44,9 +44,11 @@ from core.store import (
     EvidenceStore,
     VendorCollections,
     check_vendor_id,
+    commit_manifest_entry,
     committed_versions,
     get_all,
     is_committed,
+    manifest_generation,
     read_manifest,
 )
 from core.strategies import DEFAULT_STRATEGY, Query, get_strategy
@@ -116,6 +118,10 @@ class Workbench:
                 name=reranker.name, ran=True, reason="reranker supplied by the caller")
         self._lock = threading.Lock()
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        # Per vendor, read again only when the store says they changed: the committed
+        # document versions (keyed by the manifest generation) and each follow-up's link.
+        self._committed: dict[str, tuple[str, dict[str, str]]] = {}
+        self._links: dict[str, dict[str, tuple[str | None, str]]] = {}
 
     # Models ------------------------------------------------------------------------------
 
@@ -150,6 +156,11 @@ class Workbench:
             while len(self._query_cache) > 512:
                 self._query_cache.popitem(last=False)
         return vector
+
+    def forget_query_embeddings(self) -> None:
+        """Empty the query-embedding cache (the benchmark times every query from cold)."""
+        with self._lock:
+            self._query_cache.clear()
 
     # Ingest: documents -------------------------------------------------------------------
 
@@ -249,8 +260,7 @@ class Workbench:
             manifest["round_number"] = round_number
         if doc.pages is not None:
             manifest["pages"] = doc.pages
-        vendor.manifest.upsert(ids=[doc_key], metadatas=[manifest], embeddings=[[1.0]],
-                               documents=[doc.source])
+        commit_manifest_entry(vendor, doc_key, manifest, doc.source)
         self._delete_stale(vendor, doc_key, version)
 
     def _delete_stale(self, vendor: VendorCollections, doc_key: str, version: str) -> None:
@@ -423,13 +433,19 @@ class Workbench:
         attempts = 0
         while True:
             attempts += 1
+            with timings.stage("manifest"):
+                generation, committed = self._committed_versions(vendor)
             env = RetrievalEnv(settings=self.settings, vendor=vendor, embedder=self.embedder,
                                reranker=reranker, reranker_status=reranker_status,
-                               embed_query=self.embed_query)
-            committed = env.committed_documents()
+                               embed_query=self.embed_query, _committed=committed,
+                               followup_links=lambda: self._followup_links(vendor))
             env.vendor = replace(vendor, chunks=CommittedWindow(vendor.chunks, env.is_committed))
             result = chosen.run(env, query, timings)
-            consistent = committed_versions(read_manifest(vendor)) == committed
+            with timings.stage("manifest"):
+                if generation is None:
+                    consistent = committed_versions(read_manifest(vendor)) == committed
+                else:
+                    consistent = manifest_generation(vendor) == generation
             if consistent or attempts == CONSISTENT_READ_ATTEMPTS:
                 break
         if attempts > 1:
@@ -452,6 +468,45 @@ class Workbench:
             reranked=result.reranked, dropped_followups=result.dropped_followups,
             notes=env.notes, timings_ms={k: round(v, 3) for k, v in timings.ms.items()},
         )
+
+
+    def _committed_versions(self, vendor: VendorCollections
+                            ) -> tuple[str | None, dict[str, str]]:
+        """(manifest generation, doc_key -> committed version); the manifest itself is read
+        only when its generation changed since the last read."""
+        generation = manifest_generation(vendor)
+        with self._lock:
+            cached = self._committed.get(vendor.vendor_id)
+        if generation is not None and cached is not None and cached[0] == generation:
+            return cached
+        versions = committed_versions(read_manifest(vendor))
+        if generation is not None:
+            with self._lock:
+                self._committed[vendor.vendor_id] = (generation, versions)
+        return generation, versions
+
+    def _followup_links(self, vendor: VendorCollections) -> dict[str, tuple[str | None, str]]:
+        """Follow-up id -> (criterion hash, linked criterion text) for every stored response.
+
+        A response's id is made from its criterion and question, so what it links to never
+        changes: only ids not seen before are read, and one id-only scan finds them."""
+        ids = get_all(vendor.chunks, where={"source_type": FOLLOWUP_SOURCE_TYPE},
+                      include=())["ids"]
+        with self._lock:
+            known = self._links.get(vendor.vendor_id, {})
+        new = [i for i in ids if i not in known]
+        found: dict[str, tuple[str | None, str]] = {}
+        batch = self.store.max_batch_size()
+        for start in range(0, len(new), batch):
+            page = vendor.chunks.get(ids=new[start : start + batch], include=["metadatas"])
+            for record_id, meta in zip(page["ids"], page["metadatas"], strict=True):
+                if meta is not None:
+                    found[record_id] = (meta.get("criterion_question_hash"),
+                                        str(meta.get("original_criterion_question_text") or ""))
+        links = {i: known.get(i) or found[i] for i in ids if i in known or i in found}
+        with self._lock:
+            self._links[vendor.vendor_id] = links
+        return links
 
 
 def _check_criterion(criterion: object) -> str:

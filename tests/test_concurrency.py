@@ -44,7 +44,7 @@ import pytest
 
 from core.config import Settings
 from core.models import DOCUMENT_SOURCE_TYPE, FOLLOWUP_SOURCE_TYPE
-from core.store import get_all
+from core.store import get_all, read_manifest
 from core.strategies import STRATEGIES
 from core.workbench import VendorStatus, Workbench
 from tests.chroma_server import ChromaServer
@@ -100,9 +100,8 @@ class StoreState:
 def committed_state(bench: Workbench) -> StoreState:
     """Read only while nothing writes: the single writer calls it between its writes."""
     vendor = bench.store.open_vendor(VENDOR)
-    manifest = get_all(vendor.manifest, include=("metadatas",))
     documents = {key: (str(meta["version"]), int(meta["chunks"]))
-                 for key, meta in zip(manifest["ids"], manifest["metadatas"], strict=True)}
+                 for key, meta in read_manifest(vendor).items()}
     followups = get_all(vendor.chunks, where={"source_type": FOLLOWUP_SOURCE_TYPE},
                         include=("metadatas",))["metadatas"]
     editions: dict[int, set[int]] = defaultdict(set)

@@ -39,7 +39,7 @@ from chromadb.api.models.Collection import Collection
 from core.config import Settings
 from core.hashing import criterion_hash
 from core.models import FOLLOWUP_SOURCE_TYPE, followup_type
-from core.store import EvidenceStore, get_all
+from core.store import EvidenceStore, get_all, read_manifest
 from core.workbench import Workbench, document_key
 from tests.fakes import FakeEmbedder, FakeReranker
 
@@ -317,7 +317,7 @@ def observe(store: Path) -> StoreView:
     documents, rounds, uncommitted = {}, {}, {}
     for vendor_id in workbench.vendor_ids():
         vendor = workbench.store.open_vendor(vendor_id)
-        manifest = get_all(vendor.manifest, include=("metadatas",))
+        manifest = read_manifest(vendor)
         records = get_all(vendor.chunks, include=("documents", "metadatas"))
         by_version: dict[tuple[str, str], list[tuple[int, str, str]]] = {}
         by_round: dict[int, list[tuple[str, str, str]]] = {}
@@ -330,7 +330,7 @@ def observe(store: Path) -> StoreView:
                 by_version.setdefault((meta["doc_key"], meta["doc_sha"]), []).append(
                     (int(meta["chunk_index"]), record_id, text))
         documents[vendor_id] = {}
-        for doc_key, meta in zip(manifest["ids"], manifest["metadatas"], strict=True):
+        for doc_key, meta in manifest.items():
             rows = sorted(by_version.pop((doc_key, meta["version"]), []))
             documents[vendor_id][doc_key] = Document(
                 source=meta["source"], type=meta["type"], version=meta["version"],

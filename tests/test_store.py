@@ -82,13 +82,16 @@ def test_one_collection_pair_per_vendor(workbench):
                      "vendor__northwind__chunks", "vendor__northwind__manifest"]
 
 
-def test_a_store_from_another_schema_version_is_refused(workbench):
+def test_a_store_from_another_schema_version_is_refused(settings, workbench):
+    """Rewritten by another version of the workbench, then opened: each vendor is checked
+    when a workbench first opens it."""
     workbench.ingest_questionnaire(_payload())
     collection = workbench.store.client.get_collection(chunks_collection_name("acme"))
     collection.modify(metadata={"vendor_id": "acme", "schema_version": 99,
                                 "embedding_model": "fake-bag-of-words"})
+    opened = Workbench(settings, embedder=FakeEmbedder(), reranker=FakeReranker())
     with pytest.raises(StoreError, match="schema version 99"):
-        workbench.retrieve("acme", AES_CRITERION)
+        opened.retrieve("acme", AES_CRITERION)
 
 
 def test_a_store_indexed_with_another_model_is_refused(settings, workbench):

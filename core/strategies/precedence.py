@@ -10,8 +10,7 @@ from core.stages import (
     boost_followup_documents,
     competing_followup,
     context_order,
-    fetch_linked_followups,
-    fetch_near_copy_followups,
+    fetch_vouched_followups,
     first_stage,
     followup_hit,
     keep_latest_rounds,
@@ -25,11 +24,9 @@ from core.strategies.base import Query, Strategy, StrategyResult
 
 def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
     s = env.settings
-    with timings.stage("hash_fetch"):
-        linked = fetch_linked_followups(env, query.criterion_hash, query.embedding)
-    with timings.stage("near_copy"):
-        near = fetch_near_copy_followups(env, query.text, query.criterion_hash,
-                                         query.embedding)
+    with timings.stage("hash_fetch"):  # the hash's follow-ups and a typo's, in one read
+        linked, near = fetch_vouched_followups(env, query.text, query.criterion_hash,
+                                               query.embedding)
     with timings.stage("first_stage"):
         hits = first_stage(env, query.embedding, s.top_first_stage_n)
     with timings.stage("tiers"):

@@ -1,0 +1,373 @@
+"""`evidence bench`: build a throw-away store from the generated corpus and measure, in one
+run, raw encoding against ingest, and every strategy against the floor (the query
+embedding plus one bare ChromaDB query).
+
+Retrieval is measured in a fresh process, so that its peak memory is what a process that
+only retrieves (the dashboard, `evidence retrieve`) needs, not what the ingest left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from core.bench.corpus import DEFAULT_SEED, MAX_QUERIES, Corpus, generate_corpus
+from core.config import Settings
+from core.errors import EvidenceError, UserInputError
+from core.quality import ids_in_context, percentile
+
+Progress = Callable[[str, int, int], None]
+FLOOR = "floor"
+MIN_CHUNKS, MAX_CHUNKS = 100, 1_000_000
+# The floor's window: the first-stage search of seed 000 asks for the 100 nearest.
+FLOOR_N_RESULTS = 100
+# Raw encode is timed on at most this many chunk texts: a throughput needs no more, and at
+# 100k chunks encoding them all would double a run that the model's speed already bounds.
+ENCODE_SAMPLE = 10_000
+WARM_UP_CRITERION = "Does the vendor publish a security contact for vulnerability reports?"
+
+
+class BenchResult(BaseModel):
+    """One `evidence bench` run; the JSON line holds every field."""
+
+    chunks: int
+    queries: int
+    followup_responses: int
+    seed: int
+    embedding_model: str
+    reranker: dict[str, Any]
+    encode_per_s: float
+    encode_texts: int
+    ingest_per_s: float
+    ingest_texts: int
+    ingest_vs_encode: float
+    floor_ms_p50: float
+    floor_ms_p95: float
+    retrieve_ms_p50: dict[str, float]
+    retrieve_ms_p95: dict[str, float]
+    # p50 of each query's retrieve time less its reranker model time, over the floor p50.
+    ratio_to_floor: dict[str, float]
+    stage_ms_p50: dict[str, dict[str, float]]
+    stage_ms_p95: dict[str, dict[str, float]]
+    linked_in_context: dict[str, float]
+    linked_reached: dict[str, int]
+    linked_expected: int
+    peak_rss_mb: float
+    ingest_peak_rss_mb: float
+    store_mb: float
+    phase_s: dict[str, float]
+    machine: dict[str, Any]
+    date: str
+
+
+def check_bench_arguments(chunks: int, queries: int) -> None:
+    if not MIN_CHUNKS <= chunks <= MAX_CHUNKS:
+        raise UserInputError(
+            f"--chunks must be between {MIN_CHUNKS:,} and {MAX_CHUNKS:,}, not {chunks:,}.")
+    if not 1 <= queries <= MAX_QUERIES:
+        raise UserInputError(
+            f"--queries must be between 1 and {MAX_QUERIES} (the criteria the benchmark "
+            f"vocabulary can ask), not {queries}.")
+
+
+def run_bench(chunks: int = 10_000, queries: int = 50, *, seed: int = DEFAULT_SEED,
+              settings: Settings | None = None, progress: Progress | None = None,
+              workdir: Path | None = None) -> BenchResult:
+    """Generate, encode, ingest and retrieve; the throw-away store is removed afterwards."""
+    from core.embedding import SentenceTransformerEmbedder
+    from core.strategies import STRATEGIES
+    from core.workbench import Workbench
+
+    check_bench_arguments(chunks, queries)
+    base = settings or Settings()
+    report = progress or (lambda stage, done, total: None)
+    root = Path(tempfile.mkdtemp(prefix="evidence-bench-", dir=workdir))
+    phases: dict[str, float] = {}
+    try:
+        settings = base.model_copy(update={"store": root / "store", "chroma_host": None})
+        started = time.perf_counter()
+        corpus = generate_corpus(chunks, queries, seed)
+        folders = corpus.write_documents(root / "corpus")
+        texts = corpus.texts()
+        phases["generate"] = time.perf_counter() - started
+        report("generating", 1, 1)
+
+        embedder = SentenceTransformerEmbedder(
+            settings.embedding_model, batch_size=settings.embed_batch_size,
+            allow_downloads=settings.allow_model_downloads,
+            download_timeout_s=settings.model_download_timeout_s)
+        embedder.embed(["warm up the model before anything is timed"])
+        sample = encode_sample(texts)
+        encode_s = _time_raw_encode(embedder, sample, settings.embed_batch_size, report)
+        phases["encode"] = encode_s
+
+        workbench = Workbench(settings, embedder=embedder)
+        ingest_s = _time_ingest(workbench, corpus, folders, len(texts), report)
+        phases["ingest"] = ingest_s
+        [status] = workbench.status(corpus.vendor_id)
+        if (status.chunks, status.followup_responses) != (corpus.chunks,
+                                                          corpus.followup_responses):
+            raise EvidenceError(
+                f"The benchmark store holds {status.chunks} chunks and "
+                f"{status.followup_responses} responses, not the {corpus.chunks} and "
+                f"{corpus.followup_responses} generated.")
+        ingest_rss = _peak_rss_mb()
+        del workbench
+
+        started = time.perf_counter()
+        measured = _measure_in_fresh_process(settings, corpus, list(STRATEGIES), report)
+        phases["retrieve"] = time.perf_counter() - started
+        store_mb = sum(f.stat().st_size for f in (root / "store").rglob("*")
+                       if f.is_file()) / 2**20
+        return _summarise(corpus, settings, embedder.name, len(sample), len(texts), encode_s,
+                          ingest_s,
+                          measured, ingest_rss, store_mb, phases)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def encode_sample(texts: list[str]) -> list[str]:
+    """The texts the raw encode is timed on: all of them up to ENCODE_SAMPLE, else an even
+    spread (every k-th), which has the same mix of lengths and kinds as the whole."""
+    if len(texts) <= ENCODE_SAMPLE:
+        return texts
+    step = len(texts) / ENCODE_SAMPLE
+    return [texts[int(i * step)] for i in range(ENCODE_SAMPLE)]
+
+
+def _time_raw_encode(embedder: Any, texts: list[str], batch_size: int,
+                     report: Progress) -> float:
+    """sentence-transformers' own encode on every text, the way the ingest embeds them."""
+    model = embedder.model
+    step = 2048
+    elapsed = 0.0
+    for start in range(0, len(texts), step):
+        part = texts[start : start + step]
+        began = time.perf_counter()
+        model.encode(part, batch_size=batch_size, normalize_embeddings=True,
+                     convert_to_numpy=True, show_progress_bar=False)
+        elapsed += time.perf_counter() - began
+        report("encoding (raw)", min(start + step, len(texts)), len(texts))
+    return elapsed
+
+
+def _time_ingest(workbench: Any, corpus: Corpus, folders: dict, total: int,
+                 report: Progress) -> float:
+    """The project's ingest: documents (read, chunk, embed, write, commit), then rounds."""
+    done = 0
+
+    def track(stage: str, finished: int, of: int) -> None:
+        if stage == "embedding":
+            report("ingesting", min(done + finished, total), total)
+
+    began = time.perf_counter()
+    for (doc_type, round_number), folder in folders.items():
+        result = workbench.ingest_documents(corpus.vendor_id, [folder], doc_type=doc_type,
+                                            round_number=round_number, progress=track)
+        done += result.chunks_written
+    payloads = [_parse(workbench, payload) for payload in corpus.payloads]
+    for result in workbench.ingest_questionnaires(payloads, progress=track):
+        done += result.indexed_count
+    elapsed = time.perf_counter() - began
+    report("ingesting", total, total)
+    return elapsed
+
+
+def _parse(workbench: Any, payload: dict) -> Any:
+    from core.ingest.questionnaire import parse_payload
+    from core.models import PayloadLimits
+
+    return parse_payload(payload, limits=PayloadLimits.from_settings(workbench.settings))
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak resident memory. Linux's VmHWM starts afresh when a process
+    execs; ru_maxrss would also count the memory of the parent this process was forked from."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def _measure_in_fresh_process(settings: Settings, corpus: Corpus, strategies: list[str],
+                              report: Progress) -> dict[str, Any]:
+    """Run `python -m core.bench.worker` on the store: the job goes in on stdin as JSON,
+    progress and the result come back as JSON lines on stdout."""
+    job = {
+        "settings": settings.model_dump(mode="json"), "vendor_id": corpus.vendor_id,
+        "strategies": strategies,
+        "queries": [[q.criterion, q.expected_ids(settings.max_followup_rounds)]
+                    for q in corpus.queries],
+    }
+    with tempfile.TemporaryFile("w+") as errors:
+        worker = subprocess.Popen([sys.executable, "-m", "core.bench.worker"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
+                                  text=True, cwd=Path(__file__).resolve().parents[2])
+        try:
+            worker.stdin.write(json.dumps(job))
+            worker.stdin.close()
+            result = None
+            for line in worker.stdout:
+                message = json.loads(line)
+                if message["kind"] == "progress":
+                    report("retrieving", message["done"], message["total"])
+                elif message["kind"] == "error":
+                    raise EvidenceError(f"Retrieval measurement failed: {message['error']}")
+                else:
+                    result = message["result"]
+            code = worker.wait()
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+        if result is None:
+            errors.seek(0)
+            last = (errors.read().strip().splitlines() or ["no output"])[-1]
+            raise EvidenceError(f"The retrieval measurement process ended with exit code "
+                                f"{code} before reporting: {last[:200]}")
+        return result
+
+
+def retrieve_all(settings_data: dict[str, Any], vendor_id: str,
+                 queries: list[tuple[str, list[str]]], strategies: list[str],
+                 progress: Progress) -> dict[str, Any]:
+    """Time the floor and every strategy on each query; runs in the worker process."""
+    from core.workbench import Workbench
+
+    workbench = Workbench(Settings(**settings_data))
+    collection = workbench.store.open_vendor(vendor_id).chunks
+
+    def floor(criterion: str) -> float:
+        began = time.perf_counter()
+        vector = workbench.embedder.embed([criterion])[0]
+        collection.query(query_embeddings=[vector], n_results=FLOOR_N_RESULTS)
+        return (time.perf_counter() - began) * 1000.0
+
+    # Model load, index load and first-call costs are paid here, outside every figure.
+    floor(WARM_UP_CRITERION)
+    for name in strategies:
+        workbench.retrieve(vendor_id, WARM_UP_CRITERION, name)
+
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in [FLOOR, *strategies]}
+    reranker: dict[str, Any] = {}
+    order = [FLOOR, *strategies]
+    for index, (criterion, expected) in enumerate(queries):
+        turn = index % len(order)  # rotate, so no strategy always runs on warmer caches
+        for name in order[turn:] + order[:turn]:
+            if name == FLOOR:
+                runs[FLOOR].append({"ms": floor(criterion)})
+                continue
+            workbench.forget_query_embeddings()  # every strategy embeds the query itself
+            began = time.perf_counter()
+            trace = workbench.retrieve(vendor_id, criterion, name)
+            elapsed = (time.perf_counter() - began) * 1000.0
+            in_context = ids_in_context(trace)
+            reranker = trace.reranker.model_dump()
+            runs[name].append({
+                "ms": elapsed, "stages": trace.timings_ms,
+                "reached": len(set(expected) & in_context), "expected": len(expected),
+                "rerank_model_ms": trace.timings_ms.get("rerank", 0.0)
+                if trace.reranker.ran else 0.0,
+            })
+        progress("retrieving", index + 1, len(queries))
+    return {"runs": runs, "reranker": reranker, "peak_rss_mb": _peak_rss_mb()}
+
+
+def _summarise(corpus: Corpus, settings: Settings, model: str, encoded: int, texts: int,
+               encode_s: float, ingest_s: float, measured: dict[str, Any], ingest_rss: float,
+               store_mb: float, phases: dict[str, float]) -> BenchResult:
+    runs = measured["runs"]
+    floor_ms = [r["ms"] for r in runs[FLOOR]]
+    floor_p50 = percentile(floor_ms, 50)
+    strategies = [name for name in runs if name != FLOOR]
+    p50 = {s: round(percentile([r["ms"] for r in runs[s]], 50), 2) for s in strategies}
+    p95 = {s: round(percentile([r["ms"] for r in runs[s]], 95), 2) for s in strategies}
+    ratio = {s: round(percentile([r["ms"] - r["rerank_model_ms"] for r in runs[s]], 50)
+                      / floor_p50, 3) for s in strategies}
+    stage_p50: dict[str, dict[str, float]] = {}
+    stage_p95: dict[str, dict[str, float]] = {}
+    for s in strategies:
+        names = list(dict.fromkeys(k for r in runs[s] for k in r["stages"]))
+        stage_p50[s] = {k: round(percentile([r["stages"].get(k, 0.0) for r in runs[s]], 50), 3)
+                        for k in names}
+        stage_p95[s] = {k: round(percentile([r["stages"].get(k, 0.0) for r in runs[s]], 95), 3)
+                        for k in names}
+    expected = sum(r["expected"] for r in runs[strategies[0]])
+    reached = {s: sum(r["reached"] for r in runs[s]) for s in strategies}
+    encode_rate = encoded / encode_s
+    ingest_rate = texts / ingest_s
+    return BenchResult(
+        chunks=corpus.chunks, queries=len(corpus.queries),
+        followup_responses=corpus.followup_responses, seed=corpus.seed,
+        embedding_model=model, reranker=measured["reranker"],
+        encode_per_s=round(encode_rate, 1), encode_texts=encoded, ingest_texts=texts,
+        ingest_per_s=round(ingest_rate, 1),
+        ingest_vs_encode=round(ingest_rate / encode_rate, 3),
+        floor_ms_p50=round(floor_p50, 2), floor_ms_p95=round(percentile(floor_ms, 95), 2),
+        retrieve_ms_p50=p50, retrieve_ms_p95=p95, ratio_to_floor=ratio,
+        stage_ms_p50=stage_p50, stage_ms_p95=stage_p95,
+        linked_in_context={s: round(reached[s] / expected, 4) if expected else 1.0
+                           for s in strategies},
+        linked_reached=reached, linked_expected=expected,
+        peak_rss_mb=round(measured["peak_rss_mb"], 1), ingest_peak_rss_mb=round(ingest_rss, 1),
+        store_mb=round(store_mb, 1), phase_s={k: round(v, 1) for k, v in phases.items()},
+        machine=machine_description(), date=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+
+
+def machine_description() -> dict[str, Any]:
+    import chromadb
+    import torch
+
+    memory_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {
+        "cpus": os.cpu_count(), "memory_gb": round(memory_gb, 1),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(), "platform": platform.platform(terse=True),
+        "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+        "chromadb": chromadb.__version__,
+    }
+
+
+def format_table(result: BenchResult) -> str:
+    """The result for people: the run, then one row per strategy against the floor."""
+    r = result
+    reranker = f"ran: {r.reranker.get('name')}" if r.reranker.get("ran") else "none ran"
+    lines = [
+        f"evidence bench: {r.chunks:,} chunks, {r.followup_responses} follow-up responses, "
+        f"{r.queries} criteria (seed {r.seed}), {r.embedding_model}",
+        f"  encode (raw)  {r.encode_per_s:8.1f} texts/s",
+        f"  ingest        {r.ingest_per_s:8.1f} texts/s  ({r.ingest_vs_encode:.0%} of raw encode)",
+        f"  floor         {r.floor_ms_p50:8.1f} ms p50  {r.floor_ms_p95:8.1f} ms p95  "
+        f"(query embedding + one collection.query(n_results={FLOOR_N_RESULTS}))",
+        f"  reranker      {reranker}",
+        "",
+        f"  {'strategy':<16}{'p50 ms':>9}{'p95 ms':>9}{'x floor':>9}   "
+        "linked follow-ups in context",
+    ]
+    for name in r.retrieve_ms_p50:
+        lines.append(
+            f"  {name:<16}{r.retrieve_ms_p50[name]:9.1f}{r.retrieve_ms_p95[name]:9.1f}"
+            f"{r.ratio_to_floor[name]:9.2f}   {r.linked_reached[name]}/{r.linked_expected} "
+            f"({r.linked_in_context[name]:.0%})")
+    lines += [
+        "",
+        f"  peak memory   {r.peak_rss_mb:.0f} MB retrieving (fresh process), "
+        f"{r.ingest_peak_rss_mb:.0f} MB building; store {r.store_mb:.0f} MB on disk",
+    ]
+    return "\n".join(lines)
