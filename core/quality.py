@@ -3,10 +3,11 @@ in the context, and what each stage costs."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from core.models import FollowupHit, RetrievalTrace
+from core.models import FollowupHit, RerankerStatus, RetrievalTrace
 from core.strategies import STRATEGIES
 
 Progress = Callable[[str, int, int], None]
@@ -56,7 +57,10 @@ class StrategyRun:
 
     @property
     def missing_rounds(self) -> tuple[int, ...]:
-        return tuple(r for r in self.expected_rounds if r not in self.reached_rounds)
+        """Expected rounds the context does not cite, counted: a round that answered the
+        criterion twice, of which one answer reached the context, is missing once."""
+        return tuple(sorted((Counter(self.expected_rounds)
+                             - Counter(self.reached_rounds)).elements()))
 
 
 @dataclass
@@ -64,7 +68,8 @@ class StrategySummary:
     strategy: str
     expected: int
     reached: int
-    criteria_complete: int  # criteria whose every expected response reached the context
+    criteria_complete: int  # criteria with linked responses, every expected one in context
+    criteria_linked: int  # criteria that have any linked response
     criteria: int
     total_ms_p50: float
     total_ms_p95: float
@@ -79,6 +84,8 @@ class StrategySummary:
 class StrategyComparison:
     vendor_id: str
     runs: list[StrategyRun]
+    embedding_model: str = ""
+    reranker: RerankerStatus | None = None
 
     @property
     def strategies(self) -> list[str]:
@@ -97,7 +104,8 @@ class StrategyComparison:
                 strategy=name,
                 expected=sum(r.expected for r in runs),
                 reached=sum(r.reached for r in runs),
-                criteria_complete=sum(r.reached == r.expected for r in runs),
+                criteria_complete=sum(r.expected and r.reached == r.expected for r in runs),
+                criteria_linked=sum(bool(r.expected) for r in runs),
                 criteria=len(runs),
                 total_ms_p50=percentile([r.timings_ms.get("total", 0.0) for r in runs], 50),
                 total_ms_p95=percentile([r.timings_ms.get("total", 0.0) for r in runs], 95),
@@ -115,6 +123,7 @@ def compare_strategies(workbench, vendor_id: str, criteria: Sequence[str],
     names = list(strategies or STRATEGIES)
     cap = workbench.settings.max_followup_rounds
     runs = []
+    trace = None
     total = len(criteria) * len(names)
     for i, criterion in enumerate(criteria):
         linked = workbench.linked_followups(vendor_id, criterion)
@@ -131,4 +140,7 @@ def compare_strategies(workbench, vendor_id: str, criteria: Sequence[str],
             ))
             if progress:
                 progress("comparing", i * len(names) + j + 1, total)
-    return StrategyComparison(vendor_id=vendor_id, runs=runs)
+    return StrategyComparison(
+        vendor_id=vendor_id, runs=runs,
+        embedding_model=trace.embedding_model if trace else "",
+        reranker=trace.reranker if trace else None)

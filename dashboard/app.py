@@ -48,6 +48,9 @@ page = st.navigation({
         st.Page(views / "rounds.py", title="Round progression", icon=":material/timeline:"),
         st.Page(views / "context.py", title="LLM context", icon=":material/description:"),
     ],
+    "Quality": [
+        st.Page(views / "quality.py", title="Strategy quality", icon=":material/query_stats:"),
+    ],
     "Store": [
         st.Page(views / "library.py", title="Evidence library", icon=":material/folder_open:"),
     ],

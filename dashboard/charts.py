@@ -131,3 +131,78 @@ def library_counts_figure(by_type: Mapping[str, Mapping[str, int]]) -> go.Figure
     fig.update_layout(barmode="stack")
     fig.update_yaxes(title="records")
     return _layout(fig, "Stored records by type")
+
+
+STRATEGY_COLORS = {"precedence": HIGHLIGHT, "tiered": "#1b7f3b", "hash_extraction": "#d08a00",
+                   "doc_boost": "#8e44ad", "semantic": "#7a7f87"}
+STAGE_COLORS = ["#1f5fa8", "#5b8cc8", "#8fb3de", "#1b7f3b", "#6fbf73", "#d08a00", "#f0b94a",
+                "#8e44ad", "#c39bd3", "#7a7f87", "#b4b9c0"]
+# Left out of stage charts: the total would count every stage twice, and loading the model
+# is a one-off start-up cost, not query time.
+UNSTAGED = ("total", "load_model")
+
+
+def _chunks_label(chunks: int) -> str:
+    if chunks >= 1_000_000 and chunks % 1_000_000 == 0:
+        return f"{chunks // 1_000_000}M"
+    return f"{chunks // 1000}k" if chunks >= 1000 and chunks % 1000 == 0 else f"{chunks:,}"
+
+
+def crowding_figure(sizes: Sequence[int],
+                    linked_in_context: Mapping[str, Sequence[float | None]]) -> go.Figure:
+    """Per strategy, the fraction of hash-linked follow-ups that reached the context at each
+    corpus size: x = chunks (log), y = 0..100%. A missing value leaves a gap."""
+    fig = go.Figure()
+    for strategy, fractions in linked_in_context.items():
+        color = STRATEGY_COLORS.get(strategy, MUTED)
+        fig.add_trace(go.Scatter(
+            x=list(sizes), y=list(fractions), mode="lines+markers", name=strategy,
+            line={"color": color, "width": 4 if strategy == "precedence" else 2},
+            marker={"size": 10, "color": color},
+            hovertemplate=f"{strategy}: %{{y:.0%}} at %{{x:,}} chunks<extra></extra>",
+        ))
+    fig.update_xaxes(type="log", title="chunks in the vendor's store (log scale)",
+                     tickvals=list(sizes), ticktext=[_chunks_label(n) for n in sizes])
+    fig.update_yaxes(range=[-0.03, 1.05], tickformat=".0%",
+                     title="hash-linked follow-ups in the context")
+    return _layout(fig, "Linked follow-ups in the context as the corpus grows", height=420)
+
+
+def stage_order(stage_ms: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """Every stage once, each strategy's stages in the order they ran: a stage only some
+    strategies have goes right after the stage that ran before it."""
+    merged: list[str] = []
+    for stages in stage_ms.values():
+        previous = None
+        for stage in (s for s in stages if s not in UNSTAGED):
+            if stage not in merged:
+                merged.insert(merged.index(previous) + 1 if previous else 0, stage)
+            previous = stage
+    return merged
+
+
+def stage_latency_figure(stage_ms: Mapping[str, Mapping[str, float]],
+                         floor_ms: float | None = None, title: str = "Median time per stage"
+                         ) -> go.Figure:
+    """Stacked horizontal bars: one bar per strategy, one segment per stage (its p50 ms),
+    without the total and the model load; the floor, when given, as a dashed line."""
+    strategies = list(stage_ms)
+    stages = stage_order(stage_ms)
+    fig = go.Figure([
+        go.Bar(name=stage, y=strategies, x=[stage_ms[s].get(stage, 0.0) for s in strategies],
+               orientation="h", marker_color=STAGE_COLORS[i % len(STAGE_COLORS)],
+               hovertemplate=f"{stage}: %{{x:.1f}} ms<extra>%{{y}}</extra>")
+        for i, stage in enumerate(stages)
+    ])
+    if floor_ms is not None:
+        fig.add_vline(x=floor_ms, line_dash="dash", line_color="#c0392b",
+                      annotation_text=f"floor {floor_ms:.1f} ms", annotation_position="top")
+    fig.update_layout(barmode="stack")
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title="milliseconds (p50 of each stage)")
+    fig = _layout(fig, title, height=max(140 + 40 * len(strategies), 60 + 22 * len(stages)))
+    # Stages listed top down in the order they run (left to right in each bar), beside the
+    # bars: below them a long list would cover the axis title.
+    fig.update_layout(legend={"orientation": "v", "traceorder": "normal", "x": 1.01, "y": 1,
+                              "yanchor": "top"})
+    return fig

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import streamlit as st
 
+from core.bench.results import LoadedResults, load_results
 from core.config import Settings
 from core.errors import EvidenceError, UserInputError
 from core.ingest.sample import DEFAULT_SAMPLE_DIR, ingest_sample, load_criteria
 from core.models import FollowupHit, RetrievalTrace
+from core.quality import StrategyComparison, compare_strategies
 from core.strategies import DEFAULT_STRATEGY
 from core.workbench import VendorStatus, Workbench
 
@@ -49,7 +54,7 @@ def ensure_sample_data(workbench: Workbench) -> None:
 
         ingest_sample(workbench, DEFAULT_SAMPLE_DIR, show)
         bar.empty()
-        st.cache_data.clear()
+        store_changed()
     finally:
         _FIRST_START.release()
 
@@ -57,6 +62,7 @@ def ensure_sample_data(workbench: Workbench) -> None:
 def store_changed() -> None:
     """Call after any ingest: every cached view of the store is stale."""
     st.cache_data.clear()
+    _comparisons().clear()
 
 
 @st.cache_data(show_spinner=False)
@@ -99,6 +105,85 @@ def count_tokens(text: str) -> int:
     return get_workbench().count_tokens(text)
 
 
+def _folder_fingerprint(folder: Path) -> tuple[tuple[str, int, int], ...]:
+    """Name, size and modification time of every result file: a new or rewritten result
+    changes it, so the cache below never shows a folder as it was."""
+    try:
+        return tuple((p.name, s.st_size, s.st_mtime_ns)
+                     for p in sorted(folder.glob("bench-*.json")) for s in [p.stat()])
+    except OSError:
+        return ()
+
+
+@st.cache_data(show_spinner=False)
+def _benchmark_results(folder: str, fingerprint: tuple) -> LoadedResults:
+    return load_results(Path(folder))
+
+
+def benchmark_results() -> LoadedResults:
+    """The recorded `evidence bench` results in Settings.benchmark_results (cached)."""
+    folder = get_workbench().settings.benchmark_results
+    return _benchmark_results(str(folder), _folder_fingerprint(folder))
+
+
+class _Comparisons:
+    """Strategy comparisons by (vendor, criteria), shared by every session, at most
+    MAX_COMPARISONS (the oldest goes first). A plain store, not st.cache_data: a run drives
+    a progress bar on the page, which a cached function cannot replay. clear() also moves
+    the store version on, so a run that began before an ingest is not kept after it."""
+
+    MAX_COMPARISONS = 32
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._found: dict[tuple[str, tuple[str, ...]], StrategyComparison] = {}
+        self.version = 0
+
+    def get(self, key: tuple[str, tuple[str, ...]]) -> StrategyComparison | None:
+        with self._lock:
+            found = self._found.get(key)
+        return copy.deepcopy(found) if found is not None else None
+
+    def put(self, key: tuple[str, tuple[str, ...]], comparison: StrategyComparison,
+            version: int) -> None:
+        with self._lock:
+            if version != self.version:
+                return
+            while len(self._found) >= self.MAX_COMPARISONS:
+                self._found.pop(next(iter(self._found)))
+            self._found[key] = copy.deepcopy(comparison)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._found.clear()
+            self.version += 1
+
+
+@st.cache_resource
+def _comparisons() -> _Comparisons:
+    return _Comparisons()
+
+
+def cached_comparison(vendor_id: str, criteria: Sequence[str]) -> StrategyComparison | None:
+    """The comparison already run for this vendor and criteria list, if any."""
+    return _comparisons().get((vendor_id, tuple(criteria)))
+
+
+def compare(vendor_id: str, criteria: Sequence[str],
+            progress: Callable[[str, int, int], None] | None = None) -> StrategyComparison:
+    """Every strategy on every criterion (core.quality), unless already run and kept."""
+    key = (vendor_id, tuple(criteria))
+    comparisons = _comparisons()
+    found = comparisons.get(key)
+    if found is not None:
+        return found
+    version = comparisons.version
+    comparison = compare_strategies(get_workbench(), vendor_id, list(criteria),
+                                    progress=progress)
+    comparisons.put(key, comparison, version)
+    return comparison
+
+
 @dataclass(frozen=True)
 class Selection:
     vendor_id: str
@@ -114,6 +199,11 @@ def selection() -> Selection | None:
     if not vendor or not criterion:
         return None
     return Selection(vendor, criterion, strategy)
+
+
+def selected_vendor() -> str | None:
+    """The vendor chosen in the sidebar (pages that need no criterion use this)."""
+    return st.session_state.get("vendor") or None
 
 
 def current_trace() -> tuple[Selection, RetrievalTrace]:

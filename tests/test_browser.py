@@ -1,6 +1,7 @@
 """The real dashboard in a real browser: `streamlit run` on 127.0.0.1 against an empty
-store (first start indexes sample_data with the real model), every page walked in headless
-Chromium, a criterion typed in, screenshots saved under tests/artifacts/."""
+store (first start indexes sample_data with the real model) and a folder of recorded
+benchmark results, every page walked in headless Chromium, a criterion typed in, the
+strategies compared live, screenshots saved under tests/artifacts/."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from core.hashing import criterion_hash
 from tests.chroma_server import free_port
 from tests.conftest import AES_CRITERION, REPO
+from tests.support.bench_results import write_results
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
@@ -33,9 +35,11 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 def dashboard_url(tmp_path_factory):
     """The app started the way the README starts it, on a fresh empty store."""
     work = tmp_path_factory.mktemp("browser")
+    write_results(work / "results")
     port = free_port()
     env = {**os.environ, "EVIDENCE_STORE": str(work / "store"),
-           "EVIDENCE_RERANKER_CACHE_DIR": str(work / "no-models")}
+           "EVIDENCE_RERANKER_CACHE_DIR": str(work / "no-models"),
+           "EVIDENCE_BENCHMARK_RESULTS": str(work / "results")}
     log = open(work / "streamlit.log", "wb")  # noqa: SIM115
     started = time.monotonic()
     server = subprocess.Popen(
@@ -116,6 +120,17 @@ def _type_criterion(page, criterion: str) -> None:
     _wait_until_idle(page)
 
 
+def _table_row(page, table: int, first_cell: str) -> list[str]:
+    """The cells of the row that starts with `first_cell` in the page's n-th table."""
+    grid = page.get_by_test_id("stMain").get_by_test_id("stDataFrame").nth(table)
+    grid.locator("[role='gridcell']").first.wait_for(state="attached", timeout=30_000)
+    for row in grid.locator("[role='row']").all():
+        cells = row.locator("[role='gridcell']").all_text_contents()
+        if cells and cells[0] == first_cell:
+            return cells
+    raise AssertionError(f"no row starting {first_cell!r} in table {table}")
+
+
 def _shot(page, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
@@ -175,4 +190,22 @@ def test_a_reviewer_walks_every_page(dashboard_url, browser):
     text = _main_text(page)
     assert "acme" in text and "northwind" in text
     _shot(page, "6_evidence_library")
+
+    _open(page, "Strategy quality", "Press the button to run every strategy")
+    main = page.get_by_test_id("stMain")
+    assert main.locator(".js-plotly-plot").count() == 2  # the crowding curve and the stages
+    assert _table_row(page, 0, "precedence")[-1] == "150/150 (100%)"  # the 100k run
+    main.get_by_role("button", name="Compare every strategy").click()
+    main.get_by_text("Per criterion").wait_for(timeout=300_000)
+    _wait_until_idle(page)
+    live = _table_row(page, 1, "precedence")
+    assert live[1].endswith("(100%)"), live
+    assert live[2] == "9 of 9", live
+    semantic = _table_row(page, 1, "semantic")
+    assert not semantic[1].endswith("(100%)"), semantic
+    aes = _table_row(page, 2, AES_CRITERION)
+    assert aes[1:3] == ["5; latest 3: rounds 3, 4, 5", "3/3"], aes  # precedence first
+    page.set_viewport_size({"width": 1440, "height": 4000})  # down to the per-criterion table
+    _wait_until_idle(page)
+    _shot(page, "7_strategy_quality")
     page.close()

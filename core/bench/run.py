@@ -87,6 +87,7 @@ def run_bench(chunks: int = 10_000, queries: int = 50, *, seed: int = DEFAULT_SE
               workdir: Path | None = None) -> BenchResult:
     """Generate, encode, ingest and retrieve; the throw-away store is removed afterwards."""
     from core.embedding import SentenceTransformerEmbedder
+    from core.ingest.documents import make_splitter
     from core.strategies import STRATEGIES
     from core.workbench import Workbench
 
@@ -114,6 +115,10 @@ def run_bench(chunks: int = 10_000, queries: int = 50, *, seed: int = DEFAULT_SE
         phases["encode"] = encode_s
 
         workbench = Workbench(settings, embedder=embedder)
+        # One-off costs of a first ingest (importing ChromaDB and the splitter, opening the
+        # store) are paid before the clock starts: the figure is the steady throughput.
+        workbench.store.client  # noqa: B018
+        make_splitter(settings.chunk_size, settings.chunk_overlap, ".txt")
         ingest_s = _time_ingest(workbench, corpus, folders, len(texts), report)
         phases["ingest"] = ingest_s
         [status] = workbench.status(corpus.vendor_id)

@@ -20,6 +20,7 @@ PAGES = {
     "views/rankings.py": "Boosted vs unboosted",
     "views/rounds.py": "Round progression",
     "views/context.py": "LLM context",
+    "views/quality.py": "Strategy quality",
     "views/library.py": "Evidence library",
 }
 

@@ -68,3 +68,53 @@ def test_library_counts_figure_stacks_types_per_vendor():
     assert [t.name for t in fig.data] == ["followup_document", "tc_files"]
     assert list(fig.data[1].y) == [10, 7] and list(fig.data[0].y) == [2, 0]
     assert fig.layout.barmode == "stack"
+
+
+def test_crowding_figure_draws_one_line_per_strategy_on_a_log_axis():
+    fig = charts.crowding_figure([1_000, 10_000, 100_000], {
+        "semantic": [0.9, 0.6, None], "precedence": [1.0, 1.0, 1.0]})
+    assert [t.name for t in fig.data] == ["semantic", "precedence"]
+    assert list(fig.data[0].x) == [1_000, 10_000, 100_000]
+    assert list(fig.data[0].y) == [0.9, 0.6, None]  # a size without the strategy is a gap
+    assert list(fig.data[1].y) == [1.0, 1.0, 1.0]
+    assert all("markers" in t.mode for t in fig.data)
+    assert fig.layout.xaxis.type == "log"
+    assert list(fig.layout.xaxis.ticktext) == ["1k", "10k", "100k"]
+    assert fig.layout.yaxis.tickformat == ".0%"
+    assert fig.layout.yaxis.range[0] <= 0 and fig.layout.yaxis.range[1] >= 1
+    assert fig.data[1].line.width > fig.data[0].line.width  # precedence stands out
+
+
+def test_stage_latency_figure_stacks_stages_per_strategy_and_draws_the_floor():
+    fig = charts.stage_latency_figure({
+        "semantic": {"load_model": 900.0, "embed_query": 8.0, "first_stage": 5.0,
+                     "total": 14.0},
+        "precedence": {"embed_query": 7.0, "hash_fetch": 2.0, "first_stage": 6.0,
+                       "total": 16.0},
+    }, floor_ms=11.5)
+    assert fig.layout.barmode == "stack"
+    assert [t.name for t in fig.data] == ["embed_query", "hash_fetch", "first_stage"]
+    for trace in fig.data:
+        assert trace.orientation == "h"
+        assert list(trace.y) == ["semantic", "precedence"]
+    assert list(fig.data[0].x) == [8.0, 7.0]
+    assert list(fig.data[1].x) == [0.0, 2.0]  # a stage the strategy has not: no segment
+    [line] = fig.layout.shapes
+    assert line.x0 == 11.5 and line.x1 == 11.5 and line.line.dash == "dash"
+
+
+def test_stage_order_keeps_each_strategys_run_order():
+    assert charts.stage_order({
+        "semantic": {"embed_query": 1, "first_stage": 1, "rerank": 1, "select": 1},
+        "doc_boost": {"embed_query": 1, "first_stage": 1, "rerank": 1, "boost": 1, "select": 1},
+        "precedence": {"load_model": 1, "embed_query": 1, "hash_fetch": 1, "near_copy": 1,
+                       "first_stage": 1, "tiers": 1, "rerank": 1, "boost": 1, "select": 1,
+                       "total": 4},
+    }) == ["embed_query", "hash_fetch", "near_copy", "first_stage", "tiers", "rerank", "boost",
+           "select"]
+
+
+def test_stage_latency_figure_without_a_floor_draws_no_line():
+    fig = charts.stage_latency_figure({"tiered": {"tiers": 1.0}})
+    assert not fig.layout.shapes
+    assert list(fig.data[0].x) == [1.0]

@@ -1,0 +1,344 @@
+"""Strategy quality: the recorded benchmarks (how many hash-linked follow-ups each strategy
+keeps in the context as the corpus grows, and what each stage costs), and every strategy run
+live on the selected vendor's criteria."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+
+import pandas as pd
+import streamlit as st
+
+from core.bench.results import crowding_curve, parse_result
+from core.bench.run import FLOOR_N_RESULTS, BenchResult
+from core.errors import EvidenceError, UserInputError
+from core.quality import StrategyComparison, StrategyRun
+from core.strategies import DEFAULT_STRATEGY
+from core.workbench import MAX_CRITERION_CHARS
+from dashboard import charts, resources
+from dashboard.text import plain
+
+MAX_CRITERIA = 50  # each criterion runs every strategy: 50 make 250 retrievals
+FLOOR_TEXT = (f"the floor: embedding the query plus one bare ChromaDB query "
+              f"(n_results={FLOOR_N_RESULTS}), no strategy logic")
+X_FLOOR_HELP = ("x floor = p50 of (retrieve time - reranker model time) / p50 of "
+                + FLOOR_TEXT)
+COMPLETE_STYLE = "background-color:#d4f4dd;color:#0b4a1f"
+INCOMPLETE_STYLE = "background-color:#fbdcdc;color:#7a1010"
+NONE_STYLE = "color:#7a7f87"
+NO_LINKED = "no linked follow-up"
+ROW_PX = 35  # st.dataframe's row height
+
+Labelled = tuple[str, BenchResult]  # (where it came from, the run)
+
+
+def when(date: str) -> str:
+    """An ISO date as 'YYYY-MM-DD HH:MM UTC'; anything else as given."""
+    try:
+        return datetime.fromisoformat(date).strftime("%Y-%m-%d %H:%M UTC")
+    except ValueError:
+        return date
+
+
+def parse_criteria(text: str) -> list[str]:
+    """One criterion per line, blank lines and repeats skipped; an empty or over-long list,
+    or an over-long line, is refused with one sentence."""
+    criteria: list[str] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        criterion = line.strip()
+        if len(criterion) > MAX_CRITERION_CHARS:
+            raise UserInputError(f"Line {number} is {len(criterion):,} characters long; a "
+                                 f"criterion may be at most {MAX_CRITERION_CHARS:,}.")
+        if criterion and criterion not in criteria:
+            criteria.append(criterion)
+    if not criteria:
+        raise UserInputError("The criteria list is empty; enter one criterion per line.")
+    if len(criteria) > MAX_CRITERIA:
+        raise UserInputError(f"The list holds {len(criteria)} criteria; at most {MAX_CRITERIA} "
+                             "are compared at once, since each runs every strategy.")
+    return criteria
+
+
+def default_criteria() -> list[str]:
+    """The sidebar's sample criteria, plus the criterion typed into the sidebar if new."""
+    criteria = list(resources.sample_criteria())
+    typed = (st.session_state.get("criterion") or "").strip()
+    return criteria + ([typed] if typed and typed not in criteria else [])
+
+
+def read_uploads(uploads: Sequence[tuple[str, bytes]]) -> tuple[list[Labelled], list[str]]:
+    """Uploaded `evidence bench --format json` results, and one sentence per file refused."""
+    results, problems = [], []
+    for name, data in uploads:
+        try:
+            results.append((f"uploaded {name}", parse_result(data, name)))
+        except ValueError as exc:
+            problems.append(str(exc))
+    return results, problems
+
+
+def run_label(source: str, result: BenchResult) -> str:
+    return f"{result.chunks:,} chunks · {when(result.date)} · {source}"
+
+
+def run_table(result: BenchResult) -> pd.DataFrame:
+    """One row per strategy of one benchmark run."""
+    return pd.DataFrame([{
+        "strategy": name,
+        "p50_ms": result.retrieve_ms_p50[name],
+        "p95_ms": result.retrieve_ms_p95.get(name),
+        "x_floor": result.ratio_to_floor.get(name),
+        "linked": f"{result.linked_reached.get(name, 0)}/{result.linked_expected} "
+                  f"({result.linked_in_context.get(name, 0.0):.0%})",
+    } for name in result.retrieve_ms_p50])
+
+
+def machine_text(machine: dict) -> str:
+    """The machine a run was measured on, in one line."""
+    parts = [
+        f"{machine.get('cpus', '?')} CPUs", f"{machine.get('memory_gb', '?')} GB memory",
+        str(machine.get("processor") or "unknown processor"),
+        f"{machine.get('platform', 'unknown platform')}",
+        f"Python {machine.get('python', '?')}",
+        f"torch {machine.get('torch', '?')} ({machine.get('torch_threads', '?')} threads)",
+        f"chromadb {machine.get('chromadb', '?')}",
+    ]
+    return ", ".join(parts)
+
+
+def rounds_text(rounds: Sequence[int]) -> str:
+    """'round 3', 'rounds 3, 4', or 'round 3 ×2' when one round answered twice."""
+    counts = Counter(rounds)
+    parts = [f"{n}" + (f" ×{c}" if c > 1 else "") for n, c in sorted(counts.items())]
+    return ("round " if len(counts) == 1 else "rounds ") + ", ".join(parts)
+
+
+def matrix_cell(run: StrategyRun) -> str:
+    """'3/3', '1/3 (missing rounds 3, 4)', or that no follow-up is linked."""
+    if not run.expected:
+        return NO_LINKED
+    cell = f"{run.reached}/{run.expected}"
+    missing = run.missing_rounds
+    return f"{cell} (missing {rounds_text(missing)})" if missing else cell
+
+
+def summary_table(comparison: StrategyComparison) -> pd.DataFrame:
+    """One row per strategy: linked answers reached, complete criteria, total time."""
+    rows = []
+    for summary in comparison.summary():
+        rows.append({
+            "strategy": summary.strategy,
+            "linked": f"{summary.reached}/{summary.expected} ({summary.linked_in_context:.0%})",
+            "complete": f"{summary.criteria_complete} of {summary.criteria_linked}",
+            "p50_ms": summary.total_ms_p50,
+            "p95_ms": summary.total_ms_p95,
+        })
+    return pd.DataFrame(rows)
+
+
+def matrix_columns(strategies: Sequence[str]) -> list[str]:
+    """The default strategy first (the design under review, in view without scrolling),
+    then the others in their usual order."""
+    return sorted(strategies, key=lambda name: name != DEFAULT_STRATEGY)
+
+
+def matrix_table(comparison: StrategyComparison) -> pd.DataFrame:
+    """Rows = criteria, columns = strategies, each cell the linked answers it reached."""
+    columns = matrix_columns(comparison.strategies)
+    rows = []
+    for criterion in comparison.criteria:
+        runs = {r.strategy: r for r in comparison.runs if r.criterion == criterion}
+        first = next(iter(runs.values()))
+        linked = (f"{first.linked}; latest {first.expected}: "
+                  f"{rounds_text(first.expected_rounds)}" if first.linked else "none")
+        rows.append({"Criterion": criterion, "Linked by hash": linked,
+                     **{name: matrix_cell(runs[name]) for name in columns}})
+    return pd.DataFrame(rows)
+
+
+def text_width(cells: pd.Series) -> int:
+    """Pixels for a text column: its longest cell or name, within 80..220 (left to the grid,
+    some strategy columns were squeezed down to their name)."""
+    longest = max([len(cells.name), *(len(str(c)) for c in cells)])
+    return max(80, min(220, 7 * longest + 24))
+
+
+def _cell_style(value: str) -> str:
+    if value == NO_LINKED:
+        return NONE_STYLE
+    return INCOMPLETE_STYLE if "missing" in value else COMPLETE_STYLE
+
+
+def show_benchmarks() -> None:
+    """Recorded results (plus uploads): the crowding curve, then one run in detail."""
+    st.subheader("Recorded benchmarks")
+    folder = resources.get_workbench().settings.benchmark_results
+    loaded = resources.benchmark_results()
+    for problem in loaded.problems:
+        st.warning(problem, icon=":material/warning:")
+    files = st.file_uploader(
+        "Add results from elsewhere (the JSON of `evidence bench --format json`)",
+        type=["json"], accept_multiple_files=True, key="quality_uploads")
+    uploaded, refused = read_uploads([(f.name, f.getvalue()) for f in files or []])
+    for sentence in refused:
+        st.error(sentence)
+    runs: list[Labelled] = [("recorded", r) for r in loaded.results] + uploaded
+    if not runs:
+        st.info(f"No benchmark results are recorded in {folder} yet; these commands record "
+                "them (the second at 1k, 10k and 100k chunks):")
+        st.code(f"evidence bench --chunks 10000 --format json > {folder}/bench-10000.json\n"
+                "python benchmarks/crowding.py", language="bash")
+        return
+    runs.sort(key=lambda labelled: (labelled[1].chunks, labelled[1].date))
+
+    curve = crowding_curve([r for _, r in runs])
+    st.plotly_chart(charts.crowding_figure(curve["sizes"], curve["linked_in_context"]),
+                    key="crowding_figure")
+    st.caption(
+        "A hash-linked follow-up is a questionnaire answer that carries the criterion's hash; "
+        "the latest rounds up to the cap belong in the context. Each point is the share that "
+        "reached it over every benchmark criterion, from the latest run of that size ("
+        + ", ".join(f"{n:,} chunks: {e} linked answers over {q} criteria"
+                    for n, e, q in zip(curve["sizes"], curve["linked_expected"],
+                                       curve["queries"], strict=True)) + ").")
+
+    labels = [run_label(source, r) for source, r in runs]
+    chosen = st.selectbox("Benchmark run", range(len(runs)), index=len(runs) - 1,
+                          format_func=labels.__getitem__, key="quality_run_choice")
+    result = runs[chosen][1]
+    floor_col, ingest_col, memory_col, store_col = st.columns(4)
+    floor_col.metric("Floor p50", f"{result.floor_ms_p50:.1f} ms",
+                     help=f"p50 over the queries of {FLOOR_TEXT}; p95 "
+                          f"{result.floor_ms_p95:.1f} ms")
+    ingest_col.metric("Ingest vs raw encode", f"{result.ingest_vs_encode:.0%}",
+                      help=f"ingest {result.ingest_per_s:,.0f} texts/s (read, chunk, embed, "
+                           f"write) against raw encode {result.encode_per_s:,.0f} texts/s")
+    memory_col.metric("Peak memory retrieving", f"{result.peak_rss_mb:,.0f} MB",
+                      help="peak resident memory of a fresh process that only retrieves; "
+                           f"building the store peaked at {result.ingest_peak_rss_mb:,.0f} MB")
+    store_col.metric("Store on disk", f"{result.store_mb:,.0f} MB")
+    reranker = (f"reranker {result.reranker.get('name')}" if result.reranker.get("ran")
+                else f"no reranker ran ({result.reranker.get('reason', 'no reason given')})")
+    st.caption(plain(
+        f"{result.chunks:,} chunks, {result.followup_responses:,} follow-up responses, "
+        f"{result.queries} criteria (seed {result.seed}), {result.embedding_model}, "
+        f"{reranker}. Measured {when(result.date)} on {machine_text(result.machine)}."))
+    st.dataframe(run_table(result), hide_index=True, column_config={
+        "strategy": st.column_config.TextColumn("Strategy"),
+        "p50_ms": st.column_config.NumberColumn("p50 ms", format="%.1f",
+                                                help="median retrieve time over the criteria"),
+        "p95_ms": st.column_config.NumberColumn("p95 ms", format="%.1f"),
+        "x_floor": st.column_config.NumberColumn("x floor", format="%.2f", help=X_FLOOR_HELP),
+        "linked": st.column_config.TextColumn(
+            "Linked follow-ups in context",
+            help="hash-linked answers (latest rounds up to the cap) the context cites, "
+                 "of those expected, over every criterion"),
+    })
+    st.plotly_chart(charts.stage_latency_figure(
+        result.stage_ms_p50, result.floor_ms_p50,
+        f"Median time per stage at {result.chunks:,} chunks"), key="bench_stages")
+    st.caption("Each segment is one stage's p50 over the criteria, so a bar need not add up "
+               "to the p50 total; model loading is left out. The dashed line is "
+               f"{FLOOR_TEXT}.")
+
+
+def show_comparison(vendor: str | None) -> None:
+    """Every strategy on the vendor's criteria list, on demand, kept until the store changes."""
+    st.subheader("Live comparison on the selected vendor")
+    if not vendor:
+        st.info("Pick a vendor in the sidebar.")
+        return
+    cap = resources.get_workbench().settings.max_followup_rounds
+    st.caption(plain(
+        f"Every strategy on every criterion for {vendor}. A linked answer is a follow-up "
+        f"response carrying the criterion's hash; the latest {cap} rounds of them (the round "
+        "cap) are expected in the context."))
+    if "quality_criteria" not in st.session_state:
+        st.session_state["quality_criteria"] = "\n".join(default_criteria())
+    text = st.text_area("Criteria, one per line", key="quality_criteria", height=220,
+                        help=f"Blank lines and repeats are skipped; at most {MAX_CRITERIA}.")
+    if st.button("Compare every strategy", key="quality_compare", type="primary"):
+        bar = st.progress(0.0, text="Comparing strategies...")
+
+        def show(stage: str, done: int, total: int) -> None:
+            bar.progress(min(done / total, 1.0) if total else 1.0,
+                         text=f"Comparing strategies: {done} of {total} retrievals")
+
+        try:
+            criteria = parse_criteria(text)
+            resources.compare(vendor, criteria, show)
+            st.session_state["quality_shown"] = (vendor, tuple(criteria))
+        except UserInputError as exc:
+            st.error(str(exc))
+        except EvidenceError as exc:
+            st.error(f"The comparison failed: {exc}")
+        finally:
+            bar.empty()
+
+    shown = st.session_state.get("quality_shown")
+    if not shown or shown[0] != vendor:
+        st.info(plain(f"Press the button to run every strategy on these criteria for {vendor}."))
+        return
+    comparison = resources.cached_comparison(*shown)
+    if comparison is None:
+        st.info("The store changed since the last comparison; press the button to run it "
+                "again.")
+        return
+    try:
+        edited = parse_criteria(text) != list(shown[1])
+    except UserInputError:
+        edited = True
+    if edited:
+        st.caption(f"Shown: the list as last run ({len(shown[1])} criteria); press the button "
+                   "to compare the edited list.")
+
+    st.dataframe(summary_table(comparison), hide_index=True, column_config={
+        "strategy": st.column_config.TextColumn("Strategy"),
+        "linked": st.column_config.TextColumn(
+            "Linked answers in context",
+            help="expected hash-linked answers the context cites, over every criterion"),
+        "complete": st.column_config.TextColumn(
+            "Criteria with every linked answer in context",
+            help="of the criteria that have a linked follow-up at all"),
+        "p50_ms": st.column_config.NumberColumn(
+            "p50 total ms", format="%.1f", help="median retrieve time over the criteria"),
+        "p95_ms": st.column_config.NumberColumn("p95 total ms", format="%.1f"),
+    }, key="quality_summary")
+    summaries = comparison.summary()
+    st.plotly_chart(charts.stage_latency_figure(
+        {s.strategy: s.stage_ms_p50 for s in summaries},
+        title=f"Median time per stage, {len(comparison.criteria)} criteria on {vendor}"),
+        key="live_stages")
+    ran = comparison.reranker
+    reranker = (f"reranker {ran.name}" if ran and ran.ran
+                else f"no reranker ran ({ran.reason})" if ran else "no reranker ran")
+    st.caption(plain(f"Embedding model {comparison.embedding_model}; {reranker}. No floor is "
+                     "measured live; the recorded benchmarks above have one."))
+
+    st.markdown("**Per criterion**: linked answers each strategy put in the context.")
+    matrix = matrix_table(comparison)
+    st.dataframe(
+        matrix.style.map(_cell_style, subset=comparison.strategies), hide_index=True,
+        height=ROW_PX * (len(matrix) + 1) + 3,  # every criterion, no scrolling inside
+        column_config={
+            **{name: st.column_config.TextColumn(width=text_width(matrix[name]))
+               for name in comparison.strategies},
+            "Criterion": st.column_config.TextColumn(width=280, pinned=True),
+            "Linked by hash": st.column_config.TextColumn(
+                width=170, help="follow-up responses carrying the criterion's hash, in all "
+                                f"rounds; the latest {cap} are expected in the context"),
+        }, key="quality_matrix")
+
+
+def render() -> None:
+    st.title("Strategy quality")
+    show_benchmarks()
+    show_comparison(resources.selected_vendor())
+
+
+# Streamlit runs a page file as __main__; importing it (as the tests do) defines the functions
+# above without drawing the page.
+if __name__ == "__main__":
+    render()
