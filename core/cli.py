@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
@@ -206,28 +207,31 @@ def bench(
 
 
 @contextmanager
-def _progress_bar() -> Iterator[Callable[[str, int, int], None]]:
-    """One bar per stage on stderr (tqdm draws it only where stderr is a terminal)."""
-    from tqdm import tqdm
-
-    bars: dict[str, tqdm] = {}
+def _progress_bar(width: int = 30) -> Iterator[Callable[[str, int, int], None]]:
+    """One bar per stage on stderr, with the time the stage has taken; drawn only where
+    stderr is a terminal, so logs and pipes get nothing but the result."""
+    if not sys.stderr.isatty():
+        yield lambda stage, done, total: None
+        return
+    started: dict[str, float] = {}
+    current: list[str] = []
 
     def show(stage: str, done: int, total: int) -> None:
-        bar = bars.get(stage)
-        if bar is None:
-            for other in bars.values():
-                other.close()
-            bar = bars[stage] = tqdm(total=total, desc=f"{stage:<15}", file=sys.stderr,
-                                     disable=not sys.stderr.isatty(), leave=True,
-                                     dynamic_ncols=True)
-        bar.total = total
-        bar.update(done - bar.n)
+        if current and current[0] != stage:
+            print(file=sys.stderr)
+            current.clear()
+        current[:] = [stage]
+        began = started.setdefault(stage, time.monotonic())
+        filled = int(width * done / total) if total else width
+        bar = "#" * filled + "-" * (width - filled)
+        print(f"\r{stage:<15} [{bar}] {done:,}/{total:,}  {time.monotonic() - began:5.0f} s",
+              end="", file=sys.stderr, flush=True)
 
     try:
         yield show
     finally:
-        for bar in bars.values():
-            bar.close()
+        if current:
+            print(file=sys.stderr)
 
 
 def _utf8_argument(option: str, value: str) -> str:

@@ -3,6 +3,7 @@ planted where the ground truth says), and the command measures every strategy in
 
 from __future__ import annotations
 
+import io
 import json
 import statistics
 
@@ -175,3 +176,27 @@ def test_evidence_bench_measures_every_strategy_in_one_run(capsys):
     for name in STRATEGIES:
         assert name in table
     assert "x floor" in table and "300 chunks" in table
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_bar_draws_each_stage_on_a_terminal_only(monkeypatch):
+    from core.cli import _progress_bar
+
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    with _progress_bar(width=10) as show:
+        show("encoding (raw)", 5, 10)
+        show("ingesting", 10, 10)
+    lines = terminal.getvalue().split("\n")
+    assert "encoding (raw)  [#####-----] 5/10" in lines[0]
+    assert "ingesting       [##########] 10/10" in lines[1]
+
+    piped = io.StringIO()
+    monkeypatch.setattr("sys.stderr", piped)
+    with _progress_bar() as show:
+        show("ingesting", 3, 10)
+    assert piped.getvalue() == ""
