@@ -51,7 +51,7 @@ def run_size(chunks: int, queries: int, results: Path) -> Path:
 
 def draw(results_dir: Path) -> None:
     """crowding.json, crowding.html and (with Chromium) crowding.png from the results."""
-    from dashboard.charts import crowding_chart
+    from dashboard.charts import crowding_figure
 
     loaded = load_results(results_dir)
     for problem in loaded.problems:
@@ -61,7 +61,7 @@ def draw(results_dir: Path) -> None:
     curve = crowding_curve(loaded.results)
     (results_dir / "crowding.json").write_text(json.dumps(curve, indent=2) + "\n",
                                                encoding="utf-8")
-    figure = crowding_chart(curve)
+    figure = crowding_figure(curve["sizes"], curve["linked_in_context"])
     figure.write_html(results_dir / "crowding.html", include_plotlyjs="cdn")
     png = results_dir / "crowding.png"
     if _render_png(figure, png):
