@@ -53,6 +53,22 @@ from tests.dashboard.test_app import PAGES
 from tests.fakes import FakeEmbedder, FakeReranker
 
 VENDOR = "acme"
+_COMPILING = threading.Lock()
+
+
+@pytest.fixture(autouse=True)
+def pages_compiled_one_at_a_time(monkeypatch):
+    """Streamlit's server compiles each page once, under its script cache's lock; every
+    AppTest has a cache of its own, so sessions in threads here compile at the same moment,
+    which CPython 3.11's compiler does not survive ("AST constructor recursion depth
+    mismatch"). The tests give AppTest the server's behaviour: one compile at a time."""
+    from streamlit.runtime.scriptrunner import script_cache
+
+    def compile_one_at_a_time(*args: Any, **kwargs: Any) -> Any:
+        with _COMPILING:
+            return compile(*args, **kwargs)
+
+    monkeypatch.setattr(script_cache, "compile", compile_one_at_a_time, raising=False)
 READERS = 4
 MIN_ITERATIONS = 10
 MAX_ITERATIONS = 40
