@@ -53,10 +53,9 @@ def main_options(
     ctx.obj = {k: v for k, v in overrides.items() if v is not None}
 
 
-def _settings(ctx: typer.Context | None) -> Settings:
-    overrides = (ctx.find_root().obj or {}) if ctx is not None else {}
+def _settings(ctx: typer.Context) -> Settings:
     try:
-        return Settings(**overrides)
+        return Settings(**(ctx.find_root().obj or {}))
     except Exception as exc:  # pydantic ValidationError from a bad EVIDENCE_* variable
         raise UserInputError(f"A setting is invalid: {' '.join(str(exc).split())[:200]}") from None
 
@@ -71,17 +70,6 @@ def _emit(data: dict) -> None:
     typer.echo(json.dumps(data, ensure_ascii=False))
 
 
-def _progress():
-    if not sys.stderr.isatty():
-        return None
-
-    def show(stage: str, done: int, total: int) -> None:
-        end = "\n" if done >= total else ""
-        print(f"\r{stage}: {done}/{total}", end=end, file=sys.stderr, flush=True)
-
-    return show
-
-
 @ingest_app.command("docs")
 def ingest_docs(
     ctx: typer.Context,
@@ -94,8 +82,9 @@ def ingest_docs(
         "--round", help="Follow-up round the document was uploaded with.")] = None,
 ) -> None:
     """Ingest .md, .txt and .pdf documents; unchanged files are skipped, changed ones replaced."""
-    report = _workbench(ctx).ingest_documents(vendor, paths, doc_type=doc_type,
-                                              round_number=round_number, progress=_progress())
+    with _progress_bar() as progress:
+        report = _workbench(ctx).ingest_documents(vendor, paths, doc_type=doc_type,
+                                                  round_number=round_number, progress=progress)
     _emit(report.model_dump(mode="json"))
 
 
@@ -118,8 +107,9 @@ def ingest_sample_data(
     """Ingest the bundled sample vendors (documents, follow-up documents, rounds)."""
     from core.ingest.sample import DEFAULT_SAMPLE_DIR, ingest_sample
 
-    for report in ingest_sample(_workbench(ctx), root or DEFAULT_SAMPLE_DIR, _progress()):
-        _emit(report)
+    with _progress_bar() as progress:
+        for report in ingest_sample(_workbench(ctx), root or DEFAULT_SAMPLE_DIR, progress):
+            _emit(report)
 
 
 @app.command()
@@ -182,6 +172,7 @@ def retrieve(
 
 @app.command()
 def bench(
+    ctx: typer.Context,
     chunks: Annotated[int, typer.Option(help="Chunks in the throw-away store.")] = 10_000,
     queries: Annotated[int, typer.Option(help="Criteria asked, each with planted follow-ups.")
                        ] = 50,
@@ -194,12 +185,11 @@ def bench(
     """Measure ingest against raw encoding, and every strategy against the floor, on a
     generated corpus in a throw-away store."""
     from core.bench.corpus import DEFAULT_SEED
-    from core.bench.run import check_bench_arguments, format_table, run_bench
+    from core.bench.run import format_table, run_bench
 
-    check_bench_arguments(chunks, queries)
-    with _progress_bar() as progress:
+    with _progress_bar() as progress:  # arguments are checked before the first bar
         result = run_bench(chunks, queries, seed=DEFAULT_SEED if seed is None else seed,
-                           settings=_settings(None), progress=progress)
+                           settings=_settings(ctx), progress=progress)
     if output_format is BenchFormat.table:
         typer.echo(format_table(result))
     else:
@@ -208,15 +198,20 @@ def bench(
 
 @contextmanager
 def _progress_bar(width: int = 30) -> Iterator[Callable[[str, int, int], None]]:
-    """One bar per stage on stderr, with the time the stage has taken; drawn only where
-    stderr is a terminal, so logs and pipes get nothing but the result."""
+    """One bar per stage on stderr, with the time the stage has taken, ended when the stage
+    is done; drawn only where stderr is a terminal, so logs and pipes get nothing but the
+    result."""
     if not sys.stderr.isatty():
         yield lambda stage, done, total: None
         return
     started: dict[str, float] = {}
     current: list[str] = []
+    last: list[tuple[str, int, int]] = []
 
     def show(stage: str, done: int, total: int) -> None:
+        if last == [(stage, done, total)]:  # a stage reported done twice is drawn once
+            return
+        last[:] = [(stage, done, total)]
         if current and current[0] != stage:
             print(file=sys.stderr)
             current.clear()
@@ -226,6 +221,9 @@ def _progress_bar(width: int = 30) -> Iterator[Callable[[str, int, int], None]]:
         bar = "#" * filled + "-" * (width - filled)
         print(f"\r{stage:<15} [{bar}] {done:,}/{total:,}  {time.monotonic() - began:5.0f} s",
               end="", file=sys.stderr, flush=True)
+        if done >= total:  # what is printed next starts on a line of its own
+            print(file=sys.stderr)
+            current.clear()
 
     try:
         yield show

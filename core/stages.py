@@ -25,6 +25,7 @@ from core.store import (
     VendorCollections,
     _present,
     committed_versions,
+    followup_link,
     get_all,
     is_committed,
     read_manifest,
@@ -86,10 +87,8 @@ class RetrievalEnv:
                 found = get_all(self.vendor.chunks,
                                 where={"source_type": FOLLOWUP_SOURCE_TYPE},
                                 include=("metadatas",))
-                self._links = {
-                    record_id: (meta.get("criterion_question_hash"),
-                                str(meta.get("original_criterion_question_text") or ""))
-                    for record_id, meta in zip(found["ids"], found["metadatas"], strict=True)}
+                self._links = {record_id: followup_link(meta) for record_id, meta
+                               in zip(found["ids"], found["metadatas"], strict=True)}
         return self._links
 
 

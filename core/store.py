@@ -328,6 +328,13 @@ def commit_manifest_entry(vendor: VendorCollections, doc_key: str, entry: dict[s
     )
 
 
+def followup_link(metadata: dict[str, Any]) -> tuple[str | None, str]:
+    """What a stored follow-up response is linked to: (criterion hash, linked criterion text),
+    None and "" for an ad-hoc question."""
+    return (metadata.get("criterion_question_hash"),
+            str(metadata.get("original_criterion_question_text") or ""))
+
+
 def committed_versions(manifest: dict[str, dict[str, Any]]) -> dict[str, str]:
     """doc_key -> the version the manifest makes visible."""
     return {doc_key: str(meta["version"]) for doc_key, meta in manifest.items()}

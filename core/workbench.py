@@ -46,6 +46,7 @@ from core.store import (
     check_vendor_id,
     commit_manifest_entry,
     committed_versions,
+    followup_link,
     get_all,
     is_committed,
     manifest_generation,
@@ -469,7 +470,6 @@ class Workbench:
             notes=env.notes, timings_ms={k: round(v, 3) for k, v in timings.ms.items()},
         )
 
-
     def _committed_versions(self, vendor: VendorCollections
                             ) -> tuple[str | None, dict[str, str]]:
         """(manifest generation, doc_key -> committed version); the manifest itself is read
@@ -501,8 +501,7 @@ class Workbench:
             page = vendor.chunks.get(ids=new[start : start + batch], include=["metadatas"])
             for record_id, meta in zip(page["ids"], page["metadatas"], strict=True):
                 if meta is not None:
-                    found[record_id] = (meta.get("criterion_question_hash"),
-                                        str(meta.get("original_criterion_question_text") or ""))
+                    found[record_id] = followup_link(meta)
         links = {i: known.get(i) or found[i] for i in ids if i in known or i in found}
         with self._lock:
             self._links[vendor.vendor_id] = links

@@ -6,10 +6,20 @@ import html
 import re
 
 from core.analysis import answer_diff
+from core.models import parse_iso_timestamp
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$~:=^])")
 ADDED_STYLE = "background:#d4f4dd;color:#0b4a1f;text-decoration:none"
 REMOVED_STYLE = "background:#fbdcdc;color:#7a1010"
+
+
+def minute_utc(timestamp: str, otherwise: str) -> str:
+    """An ISO 8601 time as 'YYYY-MM-DD HH:MM UTC' (no zone is taken as UTC); `otherwise`
+    when it is not one."""
+    try:
+        return parse_iso_timestamp(timestamp).strftime("%Y-%m-%d %H:%M UTC")
+    except ValueError:
+        return otherwise
 
 
 def plain(text: str) -> str:

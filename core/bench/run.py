@@ -136,8 +136,7 @@ def run_bench(chunks: int = 10_000, queries: int = 50, *, seed: int = DEFAULT_SE
         phases["retrieve"] = time.perf_counter() - started
         store_mb = sum(f.stat().st_size for f in (root / "store").rglob("*")
                        if f.is_file()) / 2**20
-        return _summarise(corpus, settings, embedder.name, len(sample), len(texts), encode_s,
-                          ingest_s,
+        return _summarise(corpus, embedder.name, len(sample), len(texts), encode_s, ingest_s,
                           measured, ingest_rss, store_mb, phases)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -182,19 +181,11 @@ def _time_ingest(workbench: Any, corpus: Corpus, folders: dict, total: int,
         result = workbench.ingest_documents(corpus.vendor_id, [folder], doc_type=doc_type,
                                             round_number=round_number, progress=track)
         done += result.chunks_written
-    payloads = [_parse(workbench, payload) for payload in corpus.payloads]
-    for result in workbench.ingest_questionnaires(payloads, progress=track):
-        done += result.indexed_count
+    for payload in corpus.payloads:
+        done += workbench.ingest_questionnaire(payload, progress=track).indexed_count
     elapsed = time.perf_counter() - began
     report("ingesting", total, total)
     return elapsed
-
-
-def _parse(workbench: Any, payload: dict) -> Any:
-    from core.ingest.questionnaire import parse_payload
-    from core.models import PayloadLimits
-
-    return parse_payload(payload, limits=PayloadLimits.from_settings(workbench.settings))
 
 
 def _peak_rss_mb() -> float:
@@ -293,7 +284,7 @@ def retrieve_all(settings_data: dict[str, Any], vendor_id: str,
     return {"runs": runs, "reranker": reranker, "peak_rss_mb": _peak_rss_mb()}
 
 
-def _summarise(corpus: Corpus, settings: Settings, model: str, encoded: int, texts: int,
+def _summarise(corpus: Corpus, model: str, encoded: int, texts: int,
                encode_s: float, ingest_s: float, measured: dict[str, Any], ingest_rss: float,
                store_mb: float, phases: dict[str, float]) -> BenchResult:
     runs = measured["runs"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from datetime import datetime
 
 import pandas as pd
 import streamlit as st
@@ -14,11 +13,12 @@ import streamlit as st
 from core.bench.results import crowding_curve, parse_result
 from core.bench.run import FLOOR_N_RESULTS, BenchResult
 from core.errors import EvidenceError, UserInputError
+from core.ingest.sample import criteria_lines
 from core.quality import StrategyComparison, StrategyRun
 from core.strategies import DEFAULT_STRATEGY
 from core.workbench import MAX_CRITERION_CHARS
 from dashboard import charts, resources
-from dashboard.text import plain
+from dashboard.text import minute_utc, plain
 
 MAX_CRITERIA = 50  # each criterion runs every strategy: 50 make 250 retrievals
 FLOOR_TEXT = (f"the floor: embedding the query plus one bare ChromaDB query "
@@ -34,25 +34,10 @@ ROW_PX = 35  # st.dataframe's row height
 Labelled = tuple[str, BenchResult]  # (where it came from, the run)
 
 
-def when(date: str) -> str:
-    """An ISO date as 'YYYY-MM-DD HH:MM UTC'; anything else as given."""
-    try:
-        return datetime.fromisoformat(date).strftime("%Y-%m-%d %H:%M UTC")
-    except ValueError:
-        return date
-
-
 def parse_criteria(text: str) -> list[str]:
     """One criterion per line, blank lines and repeats skipped; an empty or over-long list,
     or an over-long line, is refused with one sentence."""
-    criteria: list[str] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        criterion = line.strip()
-        if len(criterion) > MAX_CRITERION_CHARS:
-            raise UserInputError(f"Line {number} is {len(criterion):,} characters long; a "
-                                 f"criterion may be at most {MAX_CRITERION_CHARS:,}.")
-        if criterion and criterion not in criteria:
-            criteria.append(criterion)
+    criteria = list(dict.fromkeys(criteria_lines(text, max_chars=MAX_CRITERION_CHARS)))
     if not criteria:
         raise UserInputError("The criteria list is empty; enter one criterion per line.")
     if len(criteria) > MAX_CRITERIA:
@@ -80,7 +65,7 @@ def read_uploads(uploads: Sequence[tuple[str, bytes]]) -> tuple[list[Labelled], 
 
 
 def run_label(source: str, result: BenchResult) -> str:
-    return f"{result.chunks:,} chunks · {when(result.date)} · {source}"
+    return f"{result.chunks:,} chunks · {minute_utc(result.date, result.date)} · {source}"
 
 
 def run_table(result: BenchResult) -> pd.DataFrame:
@@ -224,7 +209,8 @@ def show_benchmarks() -> None:
     st.caption(plain(
         f"{result.chunks:,} chunks, {result.followup_responses:,} follow-up responses, "
         f"{result.queries} criteria (seed {result.seed}), {result.embedding_model}, "
-        f"{reranker}. Measured {when(result.date)} on {machine_text(result.machine)}."))
+        f"{reranker}. Measured {minute_utc(result.date, result.date)} on "
+        f"{machine_text(result.machine)}."))
     st.dataframe(run_table(result), hide_index=True, column_config={
         "strategy": st.column_config.TextColumn("Strategy"),
         "p50_ms": st.column_config.NumberColumn("p50 ms", format="%.1f",

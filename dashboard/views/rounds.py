@@ -7,9 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from core.analysis import round_progression
-from core.models import FollowupHit, parse_iso_timestamp
+from core.models import FollowupHit
 from dashboard import charts, resources
-from dashboard.text import ADDED_STYLE, REMOVED_STYLE, diff_html, plain
+from dashboard.text import ADDED_STYLE, REMOVED_STYLE, diff_html, minute_utc, plain
 
 STATUS_BADGES = {"in context": "green", "dropped": "red", "not found by this strategy": "gray"}
 TEXT_STYLE = "white-space:pre-wrap;margin:0.2rem 0 0.6rem 0"
@@ -17,10 +17,7 @@ TEXT_STYLE = "white-space:pre-wrap;margin:0.2rem 0 0.6rem 0"
 
 
 def _when(hit: FollowupHit) -> str:
-    try:
-        return parse_iso_timestamp(hit.timestamp).strftime("%Y-%m-%d %H:%M UTC")
-    except ValueError:
-        return hit.timestamp or "no timestamp"
+    return minute_utc(hit.timestamp, hit.timestamp or "no timestamp")
 
 
 def _drift(hit: FollowupHit) -> str:
