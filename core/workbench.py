@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel
 
 from core.config import MAX_QUESTION_CHARS, Settings
 from core.context import format_context_xml, format_prompt
@@ -37,6 +36,12 @@ from core.models import (
     RetrievalTrace,
     StoredRecord,
 )
+from core.reports import (
+    DocumentIngestReport,
+    DocumentOutcome,
+    QuestionnaireIngestReport,
+    VendorStatus,
+)
 from core.rerank import Reranker, load_reranker
 from core.stages import RetrievalEnv, Timings
 from core.store import (
@@ -59,37 +64,6 @@ Progress = Callable[[str, int, int], None]
 MAX_CRITERION_CHARS = MAX_QUESTION_CHARS
 # Reads that race a writer are repeated until they saw one committed state, at most this often.
 CONSISTENT_READ_ATTEMPTS = 5
-
-
-class DocumentOutcome(BaseModel):
-    source: str
-    status: str  # added | replaced | unchanged
-    chunks: int
-    pages: int | None = None
-
-
-class DocumentIngestReport(BaseModel):
-    vendor_id: str
-    type: str
-    round_number: int | None
-    documents: list[DocumentOutcome]
-    chunks_written: int
-
-
-class QuestionnaireIngestReport(BaseModel):
-    indexed_count: int
-    round_number: int
-    vendor_id: str
-
-
-class VendorStatus(BaseModel):
-    vendor_id: str
-    documents: int
-    chunks: int
-    followup_responses: int
-    rounds: list[int]
-    by_type: dict[str, int]
-    incomplete_chunks: int = 0
 
 
 def _sha16(text: str) -> str:

@@ -8,10 +8,21 @@ import plotly.graph_objects as go
 
 from core.analysis import RankedItem, RoundRow
 from core.models import FollowupHit
+from dashboard.styles import (
+    AMBER,
+    BLUE,
+    GREEN,
+    GREY,
+    LIGHT_BLUE,
+    LIGHT_GREY,
+    MID_BLUE,
+    PURPLE,
+    RED,
+)
 
-TIER_COLORS = {"high": "#1b7f3b", "medium": "#d08a00", "low": "#7a7f87", None: "#b4b9c0"}
-HIGHLIGHT = "#1f5fa8"
-MUTED = "#b4b9c0"
+TIER_COLORS = {"high": GREEN, "medium": AMBER, "low": GREY, None: LIGHT_GREY}
+HIGHLIGHT = BLUE
+MUTED = LIGHT_GREY
 
 
 def _layout(fig: go.Figure, title: str, height: int = 360) -> go.Figure:
@@ -45,7 +56,7 @@ def similarity_figure(hits: Sequence[FollowupHit], threshold: float) -> go.Figur
         textposition="auto",
         hovertext=[h.tier_reason for h in hits],
     ))
-    fig.add_vline(x=threshold, line_dash="dash", line_color="#c0392b",
+    fig.add_vline(x=threshold, line_dash="dash", line_color=RED,
                   annotation_text=f"threshold {threshold:.2f}", annotation_position="top")
     fig.update_xaxes(range=[0, 1.05], title="question similarity to the criterion (difflib)")
     fig.update_yaxes(autorange="reversed")
@@ -70,7 +81,7 @@ def slope_figure(rows: Sequence[tuple[str, int | None, int | None]], left: str, 
             hovertext=f"{label}: {before or '-'} -> {after or '-'}",
         ))
     if top_n:
-        fig.add_hline(y=top_n + 0.5, line_dash="dot", line_color="#c0392b",
+        fig.add_hline(y=top_n + 0.5, line_dash="dot", line_color=RED,
                       annotation_text=f"top {top_n} (the context)")
     fig.update_yaxes(autorange="reversed", title="rank", dtick=1)
     fig.update_xaxes(range=[-0.9, 1.5])
@@ -83,11 +94,11 @@ def score_parts_figure(items: Sequence[RankedItem]) -> go.Figure:
     fig = go.Figure()
     fig.add_trace(go.Bar(name="first-stage cosine similarity", y=labels,
                          x=[i.first_stage_score for i in items], orientation="h",
-                         marker_color="#8fb3de"))
+                         marker_color=LIGHT_BLUE))
     if any(i.rerank_score is not None for i in items):
         fig.add_trace(go.Bar(name="rerank relevance (0..1)", y=labels,
                              x=[i.rerank_score for i in items], orientation="h",
-                             marker_color="#5b8cc8"))
+                             marker_color=MID_BLUE))
     fig.add_trace(go.Bar(name="final (after boost)", y=labels,
                          x=[i.final_score for i in items], orientation="h",
                          marker_color=HIGHLIGHT,
@@ -133,10 +144,10 @@ def library_counts_figure(by_type: Mapping[str, Mapping[str, int]]) -> go.Figure
     return _layout(fig, "Stored records by type")
 
 
-STRATEGY_COLORS = {"precedence": HIGHLIGHT, "tiered": "#1b7f3b", "hash_extraction": "#d08a00",
-                   "doc_boost": "#8e44ad", "semantic": "#7a7f87"}
-STAGE_COLORS = ["#1f5fa8", "#5b8cc8", "#8fb3de", "#1b7f3b", "#6fbf73", "#d08a00", "#f0b94a",
-                "#8e44ad", "#c39bd3", "#7a7f87", "#b4b9c0"]
+STRATEGY_COLORS = {"precedence": HIGHLIGHT, "tiered": GREEN, "hash_extraction": AMBER,
+                   "doc_boost": PURPLE, "semantic": GREY}
+STAGE_COLORS = [BLUE, MID_BLUE, LIGHT_BLUE, GREEN, "#6fbf73", AMBER, "#f0b94a", PURPLE, "#c39bd3",
+                GREY, LIGHT_GREY]
 # Left out of stage charts: the total would count every stage twice, and loading the model
 # is a one-off start-up cost, not query time.
 UNSTAGED = ("total", "load_model")
@@ -195,7 +206,7 @@ def stage_latency_figure(stage_ms: Mapping[str, Mapping[str, float]],
         for i, stage in enumerate(stages)
     ])
     if floor_ms is not None:
-        fig.add_vline(x=floor_ms, line_dash="dash", line_color="#c0392b",
+        fig.add_vline(x=floor_ms, line_dash="dash", line_color=RED,
                       annotation_text=f"floor {floor_ms:.1f} ms", annotation_position="top")
     fig.update_layout(barmode="stack")
     fig.update_yaxes(autorange="reversed")

@@ -12,12 +12,14 @@ import streamlit as st
 
 from core.bench.results import LoadedResults, load_results
 from core.config import Settings
-from core.errors import EvidenceError, UserInputError
+from core.errors import EvidenceError
 from core.ingest.sample import DEFAULT_SAMPLE_DIR, ingest_sample, load_criteria
 from core.models import FollowupHit, RetrievalTrace
 from core.quality import StrategyComparison, compare_strategies
+from core.reports import VendorStatus
 from core.strategies import DEFAULT_STRATEGY
-from core.workbench import VendorStatus, Workbench
+from core.workbench import Workbench
+from dashboard import widgets
 
 CRITERIA_FILE = DEFAULT_SAMPLE_DIR / "criteria.txt"
 
@@ -206,17 +208,10 @@ def selected_vendor() -> str | None:
     return st.session_state.get("vendor") or None
 
 
-def current_trace() -> tuple[Selection, RetrievalTrace]:
-    """The trace for the current selection; stops the page with a plain message if none."""
-    chosen = selection()
-    if chosen is None:
-        st.info("Pick a vendor and enter a criterion in the sidebar.")
-        st.stop()
+def current_trace(chosen: Selection) -> RetrievalTrace:
+    """The (cached) trace for the selection; a refusal or failure shows the error block and
+    stops the page."""
     try:
-        return chosen, retrieve(chosen.vendor_id, chosen.criterion, chosen.strategy)
-    except UserInputError as exc:
-        st.error(str(exc))
-        st.stop()
+        return retrieve(chosen.vendor_id, chosen.criterion, chosen.strategy)
     except EvidenceError as exc:
-        st.error(f"The retrieval failed: {exc}")
-        st.stop()
+        widgets.stop_on_error(exc, "The retrieval failed")

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import html
 import re
+from datetime import UTC
 
 from core.analysis import answer_diff
 from core.models import parse_iso_timestamp
+from dashboard.styles import ADDED_STYLE, REMOVED_STYLE
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$~:=^])")
-ADDED_STYLE = "background:#d4f4dd;color:#0b4a1f;text-decoration:none"
-REMOVED_STYLE = "background:#fbdcdc;color:#7a1010"
+# A hyphen inside a word ("AES-256") can start no list, rule or heading: it is left as typed.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+.!|<>$~:=^]|(?<!\w)-|-(?!\w))")
 
 
 def minute_utc(timestamp: str, otherwise: str) -> str:
-    """An ISO 8601 time as 'YYYY-MM-DD HH:MM UTC' (no zone is taken as UTC); `otherwise`
-    when it is not one."""
+    """An ISO 8601 time converted to UTC, as 'YYYY-MM-DD HH:MM UTC' (no zone is taken as
+    UTC); `otherwise` when it is not one."""
     try:
-        return parse_iso_timestamp(timestamp).strftime("%Y-%m-%d %H:%M UTC")
+        return parse_iso_timestamp(timestamp).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
     except ValueError:
         return otherwise
 

@@ -44,6 +44,11 @@ from core.config import (
 from core.errors import UserInputError
 from core.ingest.documents import DocumentFile, check_documents, prepare_document
 from core.ingest.questionnaire import load_payload_file, parse_payload
+from core.ingest.uploads import (
+    ingest_uploaded_documents,
+    ingest_uploaded_questionnaires,
+    read_questionnaires,
+)
 from core.models import PayloadLimits
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
@@ -742,26 +747,6 @@ def test_a_refused_batch_of_rounds_creates_no_store(cli_inputs, tmp_path):
 
 
 # The dashboard's uploads ---------------------------------------------------------------------
-
-def _library_page() -> Any:
-    """The page module, imported when first needed: importing Streamlit's caching outside a
-    running app logs a warning per cached function, which collection should not print."""
-    from dashboard.views import library
-
-    return library
-
-
-def ingest_uploaded_documents(*args: Any) -> Any:
-    return _library_page().ingest_uploaded_documents(*args)
-
-
-def ingest_uploaded_questionnaires(*args: Any) -> Any:
-    return _library_page().ingest_uploaded_questionnaires(*args)
-
-
-def read_questionnaires(*args: Any, **kwargs: Any) -> Any:
-    return _library_page().read_questionnaires(*args, **kwargs)
-
 
 def _uploaded(case: str) -> list[tuple[str, bytes]]:
     name, make, _ = BAD_DOCUMENT_BYTES[case]

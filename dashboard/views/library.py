@@ -3,32 +3,19 @@ rounds, and a browser over the stored chunks."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TypeVar
 
 import pandas as pd
 import streamlit as st
 
 from core.config import MAX_ROUND_NUMBER
-from core.errors import EvidenceError, UserInputError
-from core.ingest import refuse_too_large, shown_path
-from core.ingest.documents import check_document_type
-from core.ingest.questionnaire import parse_payload_bytes
-from core.models import PayloadLimits, QuestionnairePayload
-from core.store import check_vendor_id
-from core.workbench import (
-    DocumentIngestReport,
-    QuestionnaireIngestReport,
-    VendorStatus,
-    Workbench,
-)
-from dashboard import charts, resources
+from core.errors import EvidenceError
+from core.ingest.uploads import ingest_uploaded_documents, ingest_uploaded_questionnaires
+from core.reports import VendorStatus
+from core.workbench import Progress, Workbench
+from dashboard import charts, resources, widgets
 
-Upload = tuple[str, bytes]  # (file name, content)
-Progress = Callable[[str, int, int], None]
 T = TypeVar("T")
 DOC_TYPES = {
     "tc_files": "tc_files: original vendor documents",
@@ -36,69 +23,6 @@ DOC_TYPES = {
     "soc2_summary": "soc2_summary:TRACK: a reviewer summary of a SOC 2 report",
 }
 BROWSE_COLUMNS = ["id", "type", "source", "page", "round_number", "text"]
-
-
-def save_uploads(folder: Path, uploads: Sequence[Upload]) -> list[Path]:
-    """Write uploads under their own names (no folders), refusing two files of one name."""
-    paths: list[Path] = []
-    for name, data in uploads:
-        clean = Path(name.replace("\\", "/")).name
-        if not clean or clean in {".", ".."}:
-            raise UserInputError(f"The uploaded file name '{shown_path(name)}' cannot be stored.")
-        try:
-            encoded = clean.encode("utf-8")
-        except UnicodeEncodeError:
-            encoded = b""
-        if not encoded or shown_path(clean) != clean or len(encoded) > 255:
-            raise UserInputError(
-                f"The uploaded file name '{shown_path(clean)}' cannot be stored; rename the "
-                "file (at most 255 bytes, no control characters).")
-        path = folder / clean
-        if path in paths:
-            raise UserInputError(
-                f"Two uploaded files are both named '{clean}'; upload them separately.")
-        path.write_bytes(data)
-        paths.append(path)
-    return paths
-
-
-def ingest_uploaded_documents(workbench: Workbench, vendor_id: str, uploads: Sequence[Upload],
-                              doc_type: str, round_number: int | None,
-                              progress: Progress | None = None) -> DocumentIngestReport:
-    """Ingest uploaded files as documents; a refusal names the file, never a temp folder."""
-    if not uploads:
-        raise UserInputError("Choose at least one .md, .txt or .pdf file to upload.")
-    check_vendor_id(vendor_id)
-    check_document_type(doc_type, round_number)
-    limit = workbench.settings.max_document_bytes
-    for name, data in uploads:  # refused before anything is copied to disk
-        refuse_too_large(shown_path(name), len(data), limit, "a document")
-    with tempfile.TemporaryDirectory(prefix="evidence-upload-") as folder:
-        try:
-            paths = save_uploads(Path(folder), uploads)
-            return workbench.ingest_documents(vendor_id, paths, doc_type=doc_type,
-                                              round_number=round_number, progress=progress)
-        except UserInputError as exc:
-            raise UserInputError(str(exc).replace(folder + os.sep, "")) from None
-
-
-def read_questionnaires(uploads: Sequence[Upload], *, max_responses: int | None = None,
-                        limits: PayloadLimits | None = None) -> list[QuestionnairePayload]:
-    """Validate every uploaded round before any is written; one sentence on the first fault."""
-    if not uploads:
-        raise UserInputError("Choose at least one questionnaire .json file to upload.")
-    return [parse_payload_bytes(shown_path(name), data, max_responses=max_responses,
-                                limits=limits)
-            for name, data in uploads]
-
-
-def ingest_uploaded_questionnaires(workbench: Workbench, uploads: Sequence[Upload],
-                                   progress: Progress | None = None
-                                   ) -> list[QuestionnaireIngestReport]:
-    """Validate all rounds (and their vendor ids against the store), then write each."""
-    payloads = read_questionnaires(uploads,
-                                   limits=PayloadLimits.from_settings(workbench.settings))
-    return list(workbench.ingest_questionnaires(payloads, progress=progress))
 
 
 def vendor_table(statuses: Sequence[VendorStatus]) -> pd.DataFrame:
@@ -157,12 +81,9 @@ def run_ingest(label: str, ingest: Callable[[Progress], T]) -> T | None:
     show, done = progress_bar(label)
     try:
         return ingest(show)
-    except UserInputError as exc:
-        done()
-        st.error(str(exc))
     except EvidenceError as exc:
         done()
-        st.error(f"The ingest failed: {exc}")
+        widgets.show_error(exc, "The ingest failed")
     return None
 
 
@@ -184,37 +105,32 @@ def show_outcome(section: str) -> None:
         st.success(st.session_state.pop("library_outcome")[1])
 
 
-def render() -> None:
-    """The page: counts, the two upload forms, and the chunk browser."""
-    selection = resources.selection()
-    workbench = resources.get_workbench()
-    st.title("Evidence library")
-    st.caption(f"Selected vendor: **{selection.vendor_id}**" if selection
-               else "No vendor selected in the sidebar.")
-
-    statuses = resources.vendor_statuses()
+def show_counts(workbench: Workbench, statuses: Sequence[VendorStatus]) -> None:
+    """What the store holds: per vendor, per type, per follow-up round."""
     st.subheader("What the store holds")
-    if statuses:
-        documents = {s.vendor_id: workbench.documents(s.vendor_id) for s in statuses}
-        st.caption("Counts of committed records; a follow-up response is one answered question.")
-        st.dataframe(vendor_table(statuses), hide_index=True)
-        chart, by_type = st.columns([3, 2])
-        chart.plotly_chart(charts.library_counts_figure(
-            {s.vendor_id: s.by_type for s in statuses}), key="counts_figure")
-        with by_type:
-            st.markdown("**Records by type**")
-            st.dataframe(type_table(statuses), hide_index=True)
-        st.markdown("**By follow-up round**")
-        st.dataframe(round_table(statuses, documents), hide_index=True)
-        if any(s.incomplete_chunks for s in statuses):
-            st.warning("Some chunks belong to an interrupted ingest and are not counted; "
-                       "ingesting the same files again completes it.")
-    else:
+    if not statuses:
         st.info("The store is empty: upload documents or a questionnaire round below.")
+        return
+    documents = {s.vendor_id: workbench.documents(s.vendor_id) for s in statuses}
+    st.caption("Counts of committed records; a follow-up response is one answered question.")
+    st.dataframe(vendor_table(statuses), hide_index=True)
+    chart, by_type = st.columns([3, 2])
+    chart.plotly_chart(charts.library_counts_figure(
+        {s.vendor_id: s.by_type for s in statuses}), key="counts_figure")
+    with by_type:
+        st.markdown("**Records by type**")
+        st.dataframe(type_table(statuses), hide_index=True)
+    st.markdown("**By follow-up round**")
+    st.dataframe(round_table(statuses, documents), hide_index=True)
+    if any(s.incomplete_chunks for s in statuses):
+        st.warning("Some chunks belong to an interrupted ingest and are not counted; "
+                   "ingesting the same files again completes it.")
 
+
+def show_document_upload(workbench: Workbench, vendor: str | None) -> None:
+    """The document form: vendor, type (and its round or track), files."""
     st.subheader("Upload documents")
-    vendor_id = st.text_input("Vendor id", value=selection.vendor_id if selection else "",
-                              key="upload_vendor",
+    vendor_id = st.text_input("Vendor id", value=vendor or "", key="upload_vendor",
                               help="Letters, digits, '_' or '-'; a new id creates a vendor.")
     kind = st.selectbox("Document type", list(DOC_TYPES), format_func=DOC_TYPES.get,
                         key="upload_type")
@@ -240,6 +156,9 @@ def render() -> None:
                    + f". {chunks_text(report.chunks_written)} written.")
     show_outcome("documents")
 
+
+def show_round_upload(workbench: Workbench) -> None:
+    """The questionnaire form: bulk payload files, all checked before any is written."""
     st.subheader("Upload questionnaire rounds")
     st.caption("The seed-003 bulk payload: vendor_id, round_number, timestamp, responses. "
                "Every file is checked before any is written.")
@@ -254,15 +173,17 @@ def render() -> None:
                    + " stored.")
     show_outcome("rounds")
 
+
+def show_browser(workbench: Workbench, statuses: Sequence[VendorStatus],
+                 vendor: str | None) -> None:
+    """One vendor's stored chunks, filtered by text and type."""
     st.subheader("Browse and search the stored chunks")
     vendors = [s.vendor_id for s in statuses]
     if not vendors:
         st.info("Nothing to browse yet.")
-        st.stop()
-    browse_vendor = st.selectbox(
-        "Vendor", vendors, key="browse_vendor",
-        index=vendors.index(selection.vendor_id) if selection and selection.vendor_id in vendors
-        else 0)
+        return
+    browse_vendor = st.selectbox("Vendor", vendors, key="browse_vendor",
+                                 index=vendors.index(vendor) if vendor in vendors else 0)
     types = sorted(next(s.by_type for s in statuses if s.vendor_id == browse_vendor))
     search, type_filter = st.columns([2, 1])
     contains = search.text_input("Text contains (exact, case-sensitive)", key="library_search")
@@ -278,6 +199,21 @@ def render() -> None:
                      "page": st.column_config.NumberColumn(format="%d"),
                      "round_number": st.column_config.NumberColumn(format="%d"),
                  })
+
+
+def render() -> None:
+    """The page: counts, the two upload forms, and the chunk browser. It needs no criterion,
+    nor a vendor: on an empty store it offers the uploads."""
+    vendor = resources.selected_vendor()
+    widgets.header("Evidence library", vendor)
+    if vendor is None:
+        st.caption("No vendor selected in the sidebar.")
+    statuses = resources.vendor_statuses()
+    workbench = resources.get_workbench()
+    show_counts(workbench, statuses)
+    show_document_upload(workbench, vendor)
+    show_round_upload(workbench)
+    show_browser(workbench, statuses, vendor)
 
 
 # Streamlit runs a page file as __main__; importing it (as the tests do) defines the functions

@@ -17,7 +17,8 @@ from core.ingest.sample import criteria_lines
 from core.quality import StrategyComparison, StrategyRun
 from core.strategies import DEFAULT_STRATEGY
 from core.workbench import MAX_CRITERION_CHARS
-from dashboard import charts, resources
+from dashboard import charts, resources, widgets
+from dashboard.styles import COMPLETE_STYLE, INCOMPLETE_STYLE, NONE_STYLE
 from dashboard.text import minute_utc, plain
 
 MAX_CRITERIA = 50  # each criterion runs every strategy: 50 make 250 retrievals
@@ -25,9 +26,6 @@ FLOOR_TEXT = (f"the floor: embedding the query plus one bare ChromaDB query "
               f"(n_results={FLOOR_N_RESULTS}), no strategy logic")
 X_FLOOR_HELP = ("x floor = p50 of (retrieve time - reranker model time) / p50 of "
                 + FLOOR_TEXT)
-COMPLETE_STYLE = "background-color:#d4f4dd;color:#0b4a1f"
-INCOMPLETE_STYLE = "background-color:#fbdcdc;color:#7a1010"
-NONE_STYLE = "color:#7a7f87"
 NO_LINKED = "no linked follow-up"
 ROW_PX = 35  # st.dataframe's row height
 
@@ -241,8 +239,6 @@ def show_comparison(vendor: str | None) -> None:
         f"Every strategy on every criterion for {vendor}. A linked answer is a follow-up "
         f"response carrying the criterion's hash; the latest {cap} rounds of them (the round "
         "cap) are expected in the context."))
-    if "quality_criteria" not in st.session_state:
-        st.session_state["quality_criteria"] = "\n".join(default_criteria())
     text = st.text_area("Criteria, one per line", key="quality_criteria", height=220,
                         help=f"Blank lines and repeats are skipped; at most {MAX_CRITERIA}.")
     if st.button("Compare every strategy", key="quality_compare", type="primary"):
@@ -256,10 +252,8 @@ def show_comparison(vendor: str | None) -> None:
             criteria = parse_criteria(text)
             resources.compare(vendor, criteria, show)
             st.session_state["quality_shown"] = (vendor, tuple(criteria))
-        except UserInputError as exc:
-            st.error(str(exc))
         except EvidenceError as exc:
-            st.error(f"The comparison failed: {exc}")
+            widgets.show_error(exc, "The comparison failed")
         finally:
             bar.empty()
 
@@ -319,12 +313,17 @@ def show_comparison(vendor: str | None) -> None:
 
 
 def render() -> None:
-    st.title("Strategy quality")
+    """The page: the recorded benchmarks, then the live comparison. Neither needs a criterion,
+    and the benchmarks need no vendor: each section has its own guard."""
+    vendor = resources.selected_vendor()
+    widgets.header("Strategy quality")
+    if "quality_criteria" not in st.session_state:
+        st.session_state["quality_criteria"] = "\n".join(default_criteria())
     show_benchmarks()
-    show_comparison(resources.selected_vendor())
+    show_comparison(vendor)
 
 
 # Streamlit runs a page file as __main__; importing it (as the tests do) defines the functions
-# above without drawing the page.
+# above without drawing the page or opening a store.
 if __name__ == "__main__":
     render()

@@ -19,7 +19,7 @@ from core.context import evidence_source
 from core.errors import EvidenceError
 from core.models import Candidate, RetrievalTrace
 from core.strategies import STRATEGIES
-from dashboard import charts, resources
+from dashboard import charts, resources, widgets
 
 FIRST_STAGE = "First-stage: cosine similarity of query and chunk embeddings (-1..1)"
 RERANK = "Rerank: cross-encoder relevance of the chunk to the criterion (0..1)"
@@ -92,100 +92,75 @@ def compare(a: RetrievalTrace, b: RetrievalTrace) -> None:
         highlight=[bool(c.rank_a and c.rank_b) for c in compared]), key="slope_compare")
 
 
-selection, trace = resources.current_trace()
-st.title("Boosted vs unboosted")
-st.caption(f"Vendor **{selection.vendor_id}** · strategy **{selection.strategy}** · "
-           f"criterion: {selection.criterion}")
+def show_rankings(trace: RetrievalTrace, top_n: int) -> None:
+    """The ranking before and after the boost, side by side and as a slope chart."""
+    reranker_ran = trace.reranker.ran
+    items = ranked_items(trace.reranked, {c.id for c in trace.evidence})
+    st.subheader("The two rankings")
+    st.dataframe(ranking_rows(items, reranker_ran), hide_index=True, column_config={
+        "In context": st.column_config.CheckboxColumn(help=f"In the top {top_n}"),
+        "First-stage (cosine)": st.column_config.NumberColumn(format="%.3f", help=FIRST_STAGE),
+        "Rerank (0..1)": st.column_config.NumberColumn(format="%.3f", help=RERANK)
+        if reranker_ran else st.column_config.TextColumn(help=trace.reranker.reason),
+        "Boost": st.column_config.NumberColumn(format="x%.2f", help=BOOST),
+        "Final": st.column_config.NumberColumn(format="%.3f", help=FINAL),
+    })
 
-top_n = int(trace.constants["top_reranked_n"] or 6)
-factor = float(trace.constants["followup_document_boost"] or 1.0)
-cap = trace.constants["followup_boost_cap"]
-boosted = "boost" in trace.timings_ms
-reranker_ran = trace.reranker.ran
+    shown = [i for i in items if min(i.rank_before, i.rank_after) <= 2 * top_n]
+    st.plotly_chart(charts.slope_figure(
+        [(i.label, i.rank_before, i.rank_after) for i in shown], "before boost", "after boost",
+        highlight=[i.type == "followup_document" for i in shown], top_n=top_n),
+        key="slope_boost")
+    st.plotly_chart(charts.score_parts_figure(
+        sorted(shown, key=lambda i: i.rank_after)), key="score_parts")
 
-with st.expander("What the scores mean", expanded=False):
-    rerank_line = RERANK if reranker_ran else (
-        f"Rerank: no reranker ran ({trace.reranker.reason}); first-stage scores rank instead")
-    cap_line = f"; a boosted score is capped at {cap:g}" if cap is not None else ""
-    st.markdown(f"- {FIRST_STAGE}\n- {rerank_line}\n- {BOOST}: x{factor:g}{cap_line}\n"
-                f"- {FINAL}\n- In context: the top {top_n} after the boost that passed the "
-                "relevancy cutoff")
 
-if not trace.reranked:
-    st.info("This retrieval reranked nothing: there is no ranking to show.")
-    st.stop()
-if boosted:
-    st.markdown(f"**{trace.strategy}** multiplies follow-up document scores by "
-                f"**x{factor:g}**" + (f" (a boosted score never exceeds {cap:g})" if cap else "")
-                + ", then re-sorts; \"Up N\" / \"Down N\" mark how far each item moved.")
-else:
-    st.info(f"The {trace.strategy} strategy applies no boost: both rankings are the same. "
-            "The what-if below shows what a boost would change.")
-if not reranker_ran:
-    st.warning(f"No reranker ran ({trace.reranker.reason}): the ranking uses first-stage "
-               "cosine similarity.")
+def show_whatif(trace: RetrievalTrace, top_n: int, factor: float, cap: float | None,
+                boosted: bool) -> None:
+    """The same candidates re-ranked under another boost, and what enters or leaves the top."""
+    st.subheader("What if the boost were different?")
+    st.caption("Re-ranked from this trace's own scores: nothing is searched again.")
+    whatif = st.slider("Follow-up document boost", 1.0, 3.0, value=min(max(factor, 1.0), 3.0),
+                       step=0.05, key="whatif_boost", format="x%.2f")
+    reranked = list(trace.reranked)
+    actual_rank = {c.id: c.rank_after_boost for c in reranked}
+    imagined = whatif_ranking(reranked, whatif, cap)
+    st.dataframe(pd.DataFrame([{
+        "What-if rank": c.rank_after_boost,
+        "Unboosted rank": c.rank_before_boost,
+        "Move": move_label(c.rank_before_boost, c.rank_after_boost),
+        f"Actual rank (x{factor:g})" if boosted else "Actual rank": actual_rank.get(c.id),
+        "Source": evidence_source(c),
+        "Type": c.type,
+        "Base score": base_score(c),
+        "Boost": c.boost,
+        "What-if score": c.final_score,
+    } for c in imagined[:top_n]]), hide_index=True, column_config={
+        "Base score": st.column_config.NumberColumn(
+            format="%.3f", help="rerank relevance if a reranker ran, else first-stage cosine"),
+        "Boost": st.column_config.NumberColumn(format="x%.2f", help=BOOST),
+        "What-if score": st.column_config.NumberColumn(format="%.3f"),
+    })
+    actual_top = [c.id for c in reranked if (c.rank_after_boost or 0) <= top_n]
+    imagined_top = [c.id for c in imagined[:top_n]]
+    entering = sorted(set(imagined_top) - set(actual_top), key=imagined_top.index)
+    leaving = sorted(set(actual_top) - set(imagined_top), key=actual_top.index)
+    by_id = {c.id: c for c in reranked}
+    if entering or leaving:
+        st.markdown(
+            f"Against the actual ranking, at x{whatif:g}: enter the top {top_n}: "
+            + (", ".join(evidence_source(by_id[i]) for i in entering) or "none")
+            + "; leave it: " + (", ".join(evidence_source(by_id[i]) for i in leaving) or "none"))
+    else:
+        st.markdown(f"At x{whatif:g} the top {top_n} holds the same evidence as the actual "
+                    "ranking.")
 
-context_ids = {c.id for c in trace.evidence}
-items = ranked_items(trace.reranked, context_ids)
-st.subheader("The two rankings")
-st.dataframe(ranking_rows(items, reranker_ran), hide_index=True,
-             column_config={
-                 "In context": st.column_config.CheckboxColumn(help=f"In the top {top_n}"),
-                 "First-stage (cosine)": st.column_config.NumberColumn(format="%.3f",
-                                                                      help=FIRST_STAGE),
-                 "Rerank (0..1)": st.column_config.NumberColumn(format="%.3f", help=RERANK)
-                 if reranker_ran else st.column_config.TextColumn(help=trace.reranker.reason),
-                 "Boost": st.column_config.NumberColumn(format="x%.2f", help=BOOST),
-                 "Final": st.column_config.NumberColumn(format="%.3f", help=FINAL),
-             })
-
-shown = [i for i in items if min(i.rank_before, i.rank_after) <= 2 * top_n]
-st.plotly_chart(charts.slope_figure(
-    [(i.label, i.rank_before, i.rank_after) for i in shown], "before boost", "after boost",
-    highlight=[i.type == "followup_document" for i in shown], top_n=top_n),
-    key="slope_boost")
-st.plotly_chart(charts.score_parts_figure(
-    sorted(shown, key=lambda i: i.rank_after)), key="score_parts")
-
-st.subheader("What if the boost were different?")
-st.caption("Re-ranked from this trace's own scores: nothing is searched again.")
-whatif = st.slider("Follow-up document boost", 1.0, 3.0, value=min(max(factor, 1.0), 3.0),
-                   step=0.05, key="whatif_boost", format="x%.2f")
-reranked = list(trace.reranked)
-actual_rank = {c.id: c.rank_after_boost for c in reranked}
-imagined = whatif_ranking(reranked, whatif, cap)
-st.dataframe(pd.DataFrame([{
-    "What-if rank": c.rank_after_boost,
-    "Unboosted rank": c.rank_before_boost,
-    "Move": move_label(c.rank_before_boost, c.rank_after_boost),
-    f"Actual rank (x{factor:g})" if boosted else "Actual rank": actual_rank.get(c.id),
-    "Source": evidence_source(c),
-    "Type": c.type,
-    "Base score": base_score(c),
-    "Boost": c.boost,
-    "What-if score": c.final_score,
-} for c in imagined[:top_n]]), hide_index=True, column_config={
-    "Base score": st.column_config.NumberColumn(
-        format="%.3f", help="rerank relevance if a reranker ran, else first-stage cosine"),
-    "Boost": st.column_config.NumberColumn(format="x%.2f", help=BOOST),
-    "What-if score": st.column_config.NumberColumn(format="%.3f"),
-})
-actual_top = [c.id for c in reranked if (c.rank_after_boost or 0) <= top_n]
-imagined_top = [c.id for c in imagined[:top_n]]
-entering = sorted(set(imagined_top) - set(actual_top), key=imagined_top.index)
-leaving = sorted(set(actual_top) - set(imagined_top), key=actual_top.index)
-by_id = {c.id: c for c in reranked}
-if entering or leaving:
-    st.markdown(
-        f"Against the actual ranking, at x{whatif:g}: enter the top {top_n}: "
-        + (", ".join(evidence_source(by_id[i]) for i in entering) or "none")
-        + "; leave it: " + (", ".join(evidence_source(by_id[i]) for i in leaving) or "none"))
-else:
-    st.markdown(f"At x{whatif:g} the top {top_n} holds the same evidence as the actual ranking.")
-
-documents = [c for c in sorted(reranked, key=lambda c: c.rank_before_boost or 0)
-             if c.type == "followup_document"]
-if documents:
+    documents = [c for c in sorted(reranked, key=lambda c: c.rank_before_boost or 0)
+                 if c.type == "followup_document"]
+    if not documents:
+        st.info("No follow-up document was reranked for this criterion: a boost changes "
+                "nothing.")
+        return
     st.markdown(f"**Boost at which each follow-up document enters the top {top_n}**")
     st.dataframe(pd.DataFrame([{
         "Source": evidence_source(c),
@@ -196,26 +171,75 @@ if documents:
         "Id": c.id,
     } for c in documents]), hide_index=True,
         column_config={"Base score": st.column_config.NumberColumn(format="%.3f")})
-else:
-    st.info("No follow-up document was reranked for this criterion: a boost changes nothing.")
 
 
-st.subheader("Compare two strategies")
-st.caption("Positions in each context (excerpts, then the follow-up entry); "
-           "moves read from the first strategy to the second.")
-names = list(STRATEGIES)
-pick_a, pick_b = st.columns(2)
-strategy_a = pick_a.selectbox("Strategy A", names, key="compare_a",
-                              index=names.index(selection.strategy))
-strategy_b = pick_b.selectbox("Strategy B", names, key="compare_b",
-                              index=names.index("semantic"))
-if strategy_a == strategy_b:
-    st.info("Pick two different strategies to compare.")
-else:
+def show_strategy_comparison(chosen: resources.Selection) -> None:
+    """Two strategies picked on the page, their contexts compared."""
+    st.subheader("Compare two strategies")
+    st.caption("Positions in each context (excerpts, then the follow-up entry); "
+               "moves read from the first strategy to the second.")
+    names = list(STRATEGIES)
+    pick_a, pick_b = st.columns(2)
+    strategy_a = pick_a.selectbox("Strategy A", names, key="compare_a",
+                                  index=names.index(chosen.strategy))
+    strategy_b = pick_b.selectbox("Strategy B", names, key="compare_b",
+                                  index=names.index("semantic"))
+    if strategy_a == strategy_b:
+        st.info("Pick two different strategies to compare.")
+        return
     try:
-        trace_a, trace_b = (resources.retrieve(selection.vendor_id, selection.criterion, name)
+        trace_a, trace_b = (resources.retrieve(chosen.vendor_id, chosen.criterion, name)
                             for name in (strategy_a, strategy_b))
     except EvidenceError as exc:
-        st.error(f"The retrieval failed: {exc}")
+        widgets.show_error(exc, "The retrieval failed")
     else:
         compare(trace_a, trace_b)
+
+
+def render() -> None:
+    """The page: what the scores mean, both rankings, the what-if boost, and two strategies
+    side by side."""
+    chosen = resources.selection()
+    widgets.header("Boosted vs unboosted", chosen)
+    chosen = widgets.require_selection(chosen)
+    trace = resources.current_trace(chosen)
+
+    top_n = int(trace.constants["top_reranked_n"] or 6)
+    factor = float(trace.constants["followup_document_boost"] or 1.0)
+    cap = trace.constants["followup_boost_cap"]
+    boosted = "boost" in trace.timings_ms
+    reranker_ran = trace.reranker.ran
+
+    with st.expander("What the scores mean", expanded=False):
+        rerank_line = RERANK if reranker_ran else (
+            f"Rerank: no reranker ran ({trace.reranker.reason}); first-stage scores rank "
+            "instead")
+        cap_line = f"; a boosted score is capped at {cap:g}" if cap is not None else ""
+        st.markdown(f"- {FIRST_STAGE}\n- {rerank_line}\n- {BOOST}: x{factor:g}{cap_line}\n"
+                    f"- {FINAL}\n- In context: the top {top_n} after the boost that passed the "
+                    "relevancy cutoff")
+
+    if not trace.reranked:
+        st.info("This retrieval reranked nothing: there is no ranking to show.")
+        st.stop()
+    if boosted:
+        st.markdown(f"**{trace.strategy}** multiplies follow-up document scores by "
+                    f"**x{factor:g}**" + (f" (a boosted score never exceeds {cap:g})" if cap
+                                          else "")
+                    + ", then re-sorts; \"Up N\" / \"Down N\" mark how far each item moved.")
+    else:
+        st.info(f"The {trace.strategy} strategy applies no boost: both rankings are the same. "
+                "The what-if below shows what a boost would change.")
+    if not reranker_ran:
+        st.warning(f"No reranker ran ({trace.reranker.reason}): the ranking uses first-stage "
+                   "cosine similarity.")
+
+    show_rankings(trace, top_n)
+    show_whatif(trace, top_n, factor, cap, boosted)
+    show_strategy_comparison(chosen)
+
+
+# Streamlit runs a page file as __main__; importing it defines the functions above without
+# drawing the page or opening a store.
+if __name__ == "__main__":
+    render()

@@ -1,14 +1,15 @@
 """Precedence tiers: what the hash path and the semantic path found, each tier's reason, and
 the rounds the cap dropped."""
 
+from __future__ import annotations
+
 from collections.abc import Sequence
 
 import pandas as pd
 import streamlit as st
 
 from core.models import FollowupHit, RetrievalTrace
-from dashboard import charts, resources
-from dashboard.text import plain
+from dashboard import charts, resources, widgets
 
 
 def _status(hit: FollowupHit, trace: RetrievalTrace) -> str:
@@ -21,112 +22,112 @@ def _status(hit: FollowupHit, trace: RetrievalTrace) -> str:
     return "not in context"
 
 
-def _path_table(hits: Sequence[FollowupHit], trace: RetrievalTrace, threshold: float) -> None:
-    st.dataframe(
-        pd.DataFrame([{
-            "round": h.round_number,
-            "status": _status(h, trace),
-            "tier": h.tier or "no tier",
-            "tier_reason": h.tier_reason,
-            "hash_match": h.hash_match,
-            "question_similarity": h.question_similarity,
-            "versus_threshold": (f">= {threshold:.2f}" if h.question_similarity >= threshold
-                                 else f"< {threshold:.2f}"),
-            "found_by": ", ".join(h.found_by),
-            "first_stage_score": h.first_stage_score,
-            "question": h.question_text,
-            "answer": h.answer_text,
-        } for h in hits]),
-        hide_index=True,
-        column_config={
-            "round": st.column_config.NumberColumn("Round", format="%d"),
-            "status": st.column_config.TextColumn("Status"),
-            "tier": st.column_config.TextColumn("Tier"),
-            "tier_reason": st.column_config.TextColumn("Why this tier", width="large"),
-            "hash_match": st.column_config.CheckboxColumn(
-                "Hash match", help="the follow-up carries this criterion's hash"),
-            "question_similarity": st.column_config.ProgressColumn(
-                "Question similarity", format="%.2f", min_value=0.0, max_value=1.0,
-                help="difflib ratio of the follow-up's question to the criterion text"),
-            "versus_threshold": st.column_config.TextColumn(
-                "vs threshold", help="FUZZY_MATCH_THRESHOLD: at or above means high tier"),
-            "found_by": st.column_config.TextColumn(
-                "Found by", help="hash: metadata lookup by criterion hash; semantic: in the "
-                                 "semantic search window; first_stage: in the first-stage "
-                                 "hits; near_copy: linked to a typo of this criterion"),
-            "first_stage_score": st.column_config.NumberColumn(
-                "First-stage cosine similarity", format="%.3f",
-                help="cosine similarity of criterion and answer embeddings (1 - cosine "
-                     "distance)"),
-            "question": st.column_config.TextColumn("Question asked", width="medium"),
-            "answer": st.column_config.TextColumn("Vendor's answer", width="medium"),
-        },
+def path_rows(hits: Sequence[FollowupHit], trace: RetrievalTrace,
+              threshold: float) -> pd.DataFrame:
+    """One row per follow-up a path found: what became of it, its tier and why."""
+    return pd.DataFrame([{
+        "round": h.round_number,
+        "status": _status(h, trace),
+        "tier": h.tier or "no tier",
+        "tier_reason": h.tier_reason,
+        "hash_match": h.hash_match,
+        "question_similarity": h.question_similarity,
+        "versus_threshold": (f">= {threshold:.2f}" if h.question_similarity >= threshold
+                             else f"< {threshold:.2f}"),
+        "found_by": ", ".join(h.found_by),
+        "first_stage_score": h.first_stage_score,
+        "question": h.question_text,
+        "answer": h.answer_text,
+    } for h in hits])
+
+
+def found_in_round_order(trace: RetrievalTrace) -> list[FollowupHit]:
+    """Every follow-up either path found, once, oldest round first."""
+    found: dict[str, FollowupHit] = {}
+    for hit in [*(trace.hash_path or []), *(trace.semantic_path or [])]:
+        found.setdefault(hit.id, hit)
+    return sorted(found.values(), key=lambda h: (h.round_number, h.timestamp))
+
+
+def show_path(title: str, about: str, hits: Sequence[FollowupHit] | None,
+              trace: RetrievalTrace, threshold: float, *, no_path: str,
+              nothing_found: str) -> None:
+    """One path's follow-ups; `hits` is None when the strategy has no such path."""
+    st.subheader(title)
+    st.caption(about)
+    if hits is None:
+        st.info(no_path)
+        return
+    if not hits:
+        st.markdown(nothing_found)
+        return
+    st.dataframe(path_rows(hits, trace, threshold), hide_index=True, column_config={
+        **widgets.followup_columns(widgets.question_similarity_column(bar=True),
+                                   answer_width="medium"),
+        "status": st.column_config.TextColumn("Status"),
+        "hash_match": st.column_config.CheckboxColumn(
+            "Hash match", help="the follow-up carries this criterion's hash"),
+        "versus_threshold": st.column_config.TextColumn(
+            "vs threshold", help="FUZZY_MATCH_THRESHOLD: at or above means high tier"),
+    })
+
+
+def show_dropped(trace: RetrievalTrace) -> None:
+    st.subheader("Dropped follow-ups")
+    if not trace.dropped_followups:
+        st.markdown("No follow-up was dropped.")
+        return
+    st.dataframe(pd.DataFrame([{
+        "round": d.followup.round_number,
+        "tier": d.followup.tier or "no tier",
+        "reason": d.reason,
+    } for d in trace.dropped_followups]), hide_index=True, column_config={
+        "round": widgets.round_column(),
+        "tier": widgets.tier_column(),
+        "reason": st.column_config.TextColumn("Why it was dropped", width="large"),
+    })
+
+
+def render() -> None:
+    """The page: the threshold and the cap, each path's follow-ups, and what was dropped."""
+    chosen = resources.selection()
+    widgets.header("Precedence tiers", chosen)
+    trace = resources.current_trace(widgets.require_selection(chosen))
+
+    threshold = float(trace.constants.get("fuzzy_match_threshold") or 0.7)
+    cap = trace.constants.get("max_followup_rounds")
+    threshold_col, cap_col, kept_col, dropped_col = st.columns(4)
+    threshold_col.metric("Similarity threshold", f"{threshold:.2f}",
+                         help="FUZZY_MATCH_THRESHOLD: question similarity at or above it is high")
+    cap_col.metric("Round cap", cap, help="MAX_FOLLOWUP_ROUNDS: follow-ups kept at most")
+    kept_col.metric("Follow-ups in context", len(trace.followups))
+    dropped_col.metric("Dropped", len(trace.dropped_followups))
+    st.markdown(
+        f"**Tiers:** hash match and question similarity >= {threshold:.2f}: **high**; "
+        f"hash match with a reworded question (< {threshold:.2f}): **medium**; no hash match "
+        "but found by search (or linked to a typo of this criterion): **low**. Kept in that "
+        f"order, newest first within a tier, at most {cap}."
     )
 
+    show_path("Hash path", "Follow-ups linked to this criterion by its hash, however their "
+              "question was worded.", trace.hash_path, trace, threshold,
+              no_path=f"This strategy ({trace.strategy}) has no hash path: it never looks "
+                      "follow-ups up by the criterion hash.",
+              nothing_found="The hash path found no follow-up linked to this criterion.")
+    show_path("Semantic path", "Follow-ups found by similarity search, hash-linked or not.",
+              trace.semantic_path, trace, threshold,
+              no_path=f"This strategy ({trace.strategy}) has no semantic path for follow-ups: "
+                      "any follow-up it finds by search competes as an ordinary excerpt.",
+              nothing_found="The semantic path found no follow-up for this criterion.")
 
-st.title("Precedence tiers")
-selection, trace = resources.current_trace()
-st.caption(
-    f"Vendor **{plain(selection.vendor_id)}** · strategy **{plain(trace.strategy)}** · "
-    f"criterion: {plain(trace.criterion)}"
-)
+    show_dropped(trace)
 
-threshold = float(trace.constants.get("fuzzy_match_threshold") or 0.7)
-cap = trace.constants.get("max_followup_rounds")
-threshold_col, cap_col, kept_col, dropped_col = st.columns(4)
-threshold_col.metric("Similarity threshold", f"{threshold:.2f}",
-                     help="FUZZY_MATCH_THRESHOLD: question similarity at or above it is high")
-cap_col.metric("Round cap", cap, help="MAX_FOLLOWUP_ROUNDS: follow-ups kept at most")
-kept_col.metric("Follow-ups in context", len(trace.followups))
-dropped_col.metric("Dropped", len(trace.dropped_followups))
-st.markdown(
-    f"**Tiers:** hash match and question similarity >= {threshold:.2f}: **high**; "
-    f"hash match with a reworded question (< {threshold:.2f}): **medium**; no hash match but "
-    "found by search (or linked to a typo of this criterion): **low**. Kept in that order, "
-    f"newest first within a tier, at most {cap}."
-)
+    found = found_in_round_order(trace)
+    if found:
+        st.plotly_chart(charts.similarity_figure(found, threshold))
 
-st.subheader("Hash path")
-st.caption("Follow-ups linked to this criterion by its hash, however their question was worded.")
-if trace.hash_path is None:
-    st.info(f"This strategy ({trace.strategy}) has no hash path: it never looks follow-ups "
-            "up by the criterion hash.")
-elif not trace.hash_path:
-    st.markdown("The hash path found no follow-up linked to this criterion.")
-else:
-    _path_table(trace.hash_path, trace, threshold)
 
-st.subheader("Semantic path")
-st.caption("Follow-ups found by similarity search, hash-linked or not.")
-if trace.semantic_path is None:
-    st.info(f"This strategy ({trace.strategy}) has no semantic path for follow-ups: any "
-            "follow-up it finds by search competes as an ordinary excerpt.")
-elif not trace.semantic_path:
-    st.markdown("The semantic path found no follow-up for this criterion.")
-else:
-    _path_table(trace.semantic_path, trace, threshold)
-
-st.subheader("Dropped follow-ups")
-if trace.dropped_followups:
-    st.dataframe(
-        pd.DataFrame([{
-            "round": d.followup.round_number,
-            "tier": d.followup.tier or "no tier",
-            "reason": d.reason,
-        } for d in trace.dropped_followups]),
-        hide_index=True,
-        column_config={
-            "round": st.column_config.NumberColumn("Round", format="%d"),
-            "tier": st.column_config.TextColumn("Tier"),
-            "reason": st.column_config.TextColumn("Why it was dropped", width="large"),
-        },
-    )
-else:
-    st.markdown("No follow-up was dropped.")
-
-found: dict[str, FollowupHit] = {}
-for hit in [*(trace.hash_path or []), *(trace.semantic_path or [])]:
-    found.setdefault(hit.id, hit)
-if found:
-    ordered = sorted(found.values(), key=lambda h: (h.round_number, h.timestamp))
-    st.plotly_chart(charts.similarity_figure(ordered, threshold))
+# Streamlit runs a page file as __main__; importing it defines the functions above without
+# drawing the page or opening a store.
+if __name__ == "__main__":
+    render()
