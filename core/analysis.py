@@ -7,9 +7,17 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.context import evidence_source
-from core.models import Candidate, FollowupHit, RetrievalTrace
-from core.stages import boost_followup_documents
+from core.context import ContextEntry, context_entries, evidence_source
+from core.models import (
+    FATE_MEANING,
+    FATE_STATUS,
+    Candidate,
+    FollowupFate,
+    FollowupHit,
+    RetrievalTrace,
+    by_round,
+)
+from core.retrieval.stages import boost_followup_documents
 
 
 def move_label(before: int | None, after: int | None) -> str:
@@ -124,23 +132,27 @@ class RoundRow:
     """One follow-up response linked to the criterion, and what this strategy did with it."""
 
     followup: FollowupHit
-    status: str  # "in context" | "dropped" | "not found by this strategy"
+    status: str  # FATE_STATUS of its fate
     reason: str
+    fate: FollowupFate | None = None
 
 
 def round_progression(linked: Sequence[FollowupHit], trace: RetrievalTrace) -> list[RoundRow]:
-    """Every linked round in time order, marked kept or dropped by the trace's strategy."""
+    """Every linked round in time order, with its fate in the trace's strategy."""
     in_context = {f.id: f for f in trace.followups}
     dropped = {d.followup.id: d.reason for d in trace.dropped_followups}
     rows = []
-    for hit in sorted(linked, key=lambda h: (h.round_number, h.timestamp)):
+    for hit in by_round(linked):
+        fate = trace.fate(hit.id)
         if hit.id in in_context:
-            rows.append(RoundRow(in_context[hit.id], "in context", in_context[hit.id].tier_reason))
+            hit, reason = in_context[hit.id], in_context[hit.id].tier_reason
         elif hit.id in dropped:
-            rows.append(RoundRow(hit, "dropped", dropped[hit.id]))
+            reason = dropped[hit.id]
+        elif fate == "not_found":
+            reason = f"the {trace.strategy} strategy did not retrieve it"
         else:
-            rows.append(RoundRow(hit, "not found by this strategy",
-                                 f"the {trace.strategy} strategy did not retrieve it"))
+            reason = f"the {trace.strategy} strategy: {FATE_MEANING[fate]}"
+        rows.append(RoundRow(hit, FATE_STATUS[fate], reason, fate))
     return rows
 
 
@@ -167,33 +179,6 @@ def answer_diff(previous: str, current: str) -> list[tuple[str, str]]:
     return parts
 
 
-@dataclass(frozen=True)
-class ContextEntry:
-    """Where one <index_N> of the context came from."""
-
-    index: int
-    kind: str  # "excerpt" | "follow-ups"
-    source: str
-    ids: tuple[str, ...]
-    types: tuple[str, ...]
-    pages: tuple[int, ...]
-    rounds: tuple[int, ...]
-
-
 def context_map(trace: RetrievalTrace) -> list[ContextEntry]:
     """<index_N> -> the chunk(s) and document it holds, in context order."""
-    entries = [
-        ContextEntry(i, "excerpt", c.source, (c.id,), (c.type,),
-                     (c.page,) if c.page else (), (c.round_number,) if c.round_number else ())
-        for i, c in enumerate(trace.evidence, start=1)
-    ]
-    if trace.followups:
-        source = trace.followups[-1].source + (
-            " (Multiple Rounds)" if len(trace.followups) > 1 else "")
-        entries.append(ContextEntry(
-            len(trace.evidence) + 1, "follow-ups", source,
-            tuple(f.id for f in trace.followups),
-            tuple(f"followup_response:{f.round_number}" for f in trace.followups), (),
-            tuple(f.round_number for f in trace.followups),
-        ))
-    return entries
+    return context_entries(trace.evidence, trace.followups)

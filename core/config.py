@@ -13,6 +13,8 @@ MAX_RESPONSES_PER_ROUND = 100
 # A criterion or question is one sentence or a short paragraph; the retrieval side refuses
 # criteria longer than this too, so a longer linked criterion could never be asked for.
 MAX_QUESTION_CHARS = 2000
+# A criterion is asked with the same words a follow-up links to: one limit for both.
+MAX_CRITERION_CHARS = MAX_QUESTION_CHARS
 # An answer may quote a policy paragraph or two; the embedding model reads only the first
 # few hundred words, and the whole answer goes into every LLM context that cites it.
 MAX_ANSWER_CHARS = 10_000
@@ -26,6 +28,13 @@ MAX_DOCUMENT_BYTES = 50_000_000
 # Follow-up rounds are counted one by one; the bound keeps the number inside ChromaDB's
 # 64-bit metadata integers and catches typing slips.
 MAX_ROUND_NUMBER = 1000
+# The retrieval constants of the seeds that every trace records (Settings' fields).
+SEED_CONSTANT_NAMES = (
+    "top_first_stage_n", "top_to_rerank_n", "top_reranked_n", "max_followup_rounds",
+    "relevancy_cutoff", "semantic_first_stage_n", "followup_document_boost",
+    "followup_boost_cap", "fuzzy_match_threshold", "semantic_path_top_k",
+    "typo_word_similarity", "typo_max_words",
+)
 # Where `evidence bench` results are recorded (benchmarks/README.md) and the dashboard's
 # Quality page reads them from.
 BENCHMARK_RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
@@ -93,10 +102,4 @@ class Settings(BaseSettings):
 
     def seed_constants(self) -> dict[str, float | int | None]:
         """The retrieval constants in force, as recorded in every trace."""
-        names = (
-            "top_first_stage_n", "top_to_rerank_n", "top_reranked_n", "max_followup_rounds",
-            "relevancy_cutoff", "semantic_first_stage_n", "followup_document_boost",
-            "followup_boost_cap", "fuzzy_match_threshold", "semantic_path_top_k",
-            "typo_word_similarity", "typo_max_words",
-        )
-        return {name: getattr(self, name) for name in names}
+        return {name: getattr(self, name) for name in SEED_CONSTANT_NAMES}

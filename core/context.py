@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
-from core.models import Candidate, FollowupHit, parse_iso_timestamp
+from core.models import Candidate, FollowupHit, by_round, parse_iso_timestamp
 
 # Characters XML 1.0 cannot carry at all; they become U+FFFD so the context always parses.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -33,32 +34,60 @@ def evidence_source(candidate: Candidate) -> str:
     return f"{candidate.source} (page {candidate.page})" if candidate.page else candidate.source
 
 
-def _entry(index: int, source: str, content: str) -> str:
-    return (f"<index_{index}>\n<source>{xml_text(source)}</source>\n<content>\n"
-            f"{xml_text(content)}\n</content>\n</index_{index}>")
+@dataclass(frozen=True)
+class ContextEntry:
+    """One <index_N> of the context: what it holds and where that came from."""
+
+    index: int
+    kind: str  # "excerpt" | "follow-ups"
+    source: str  # the document (or questionnaire) it came from
+    ids: tuple[str, ...]
+    types: tuple[str, ...]
+    pages: tuple[int, ...]
+    rounds: tuple[int, ...]
+    label: str = ""  # the entry's <source> text
+    excerpt: Candidate | None = None
+    followups: tuple[FollowupHit, ...] = ()
 
 
-def format_followups_xml(followups: Sequence[FollowupHit], index: int) -> str:
-    """One entry: a single response as it is, several as a progression in ascending rounds."""
-    if not followups:
-        return ""
-    if len(followups) == 1:
-        return _entry(index, followups[0].source, followups[0].content)
-    ordered = sorted(followups, key=lambda h: (h.round_number, h.timestamp))
-    progression = "\n\n".join(
-        f"[Round {h.round_number}]\nQuestion: {_indented(h.question_text)}\n"
-        f"Answer: {_indented(h.answer_text)}"
-        for h in ordered
-    )
-    return _entry(index, f"{ordered[-1].source} (Multiple Rounds)", progression)
+def context_entries(evidence: Sequence[Candidate], followups: Sequence[FollowupHit]
+                    ) -> list[ContextEntry]:
+    """The context's layout, in one place: excerpts as entries 1..N, then the linked
+    follow-ups as one entry N+1, in ascending rounds (seed 000)."""
+    entries = [
+        ContextEntry(i, "excerpt", c.source, (c.id,), (c.type,),
+                     (c.page,) if c.page else (), (c.round_number,) if c.round_number else (),
+                     label=evidence_source(c), excerpt=c)
+        for i, c in enumerate(evidence, start=1)
+    ]
+    if followups:
+        ordered = tuple(by_round(followups))
+        source = ordered[-1].source + (" (Multiple Rounds)" if len(ordered) > 1 else "")
+        entries.append(ContextEntry(
+            len(evidence) + 1, "follow-ups", source, tuple(f.id for f in ordered),
+            tuple(f"followup_response:{f.round_number}" for f in ordered), (),
+            tuple(f.round_number for f in ordered), label=source, followups=ordered))
+    return entries
+
+
+def _entry_xml(entry: ContextEntry) -> str:
+    if entry.excerpt is not None:
+        content = entry.excerpt.text
+    elif len(entry.followups) == 1:
+        content = entry.followups[0].content
+    else:  # several rounds: a progression, every vendor line indented
+        content = "\n\n".join(
+            f"[Round {h.round_number}]\nQuestion: {_indented(h.question_text)}\n"
+            f"Answer: {_indented(h.answer_text)}"
+            for h in entry.followups
+        )
+    return (f"<index_{entry.index}>\n<source>{xml_text(entry.label)}</source>\n<content>\n"
+            f"{xml_text(content)}\n</content>\n</index_{entry.index}>")
 
 
 def format_context_xml(evidence: Sequence[Candidate], followups: Sequence[FollowupHit]) -> str:
     """Evidence excerpts as <index_1>..<index_N>, the linked follow-ups last as <index_N+1>."""
-    parts = [_entry(i, evidence_source(c), c.text) for i, c in enumerate(evidence, start=1)]
-    if followups:
-        parts.append(format_followups_xml(followups, len(evidence) + 1))
-    return "\n".join(parts)
+    return "\n".join(_entry_xml(e) for e in context_entries(evidence, followups))
 
 
 _PROMPT_HEAD = """You are a security assessor evaluating vendor compliance.
@@ -103,7 +132,7 @@ def format_followups_prompt(followups: Sequence[FollowupHit]) -> str:
     """Seed 003: newest round first, the first one marked MOST RECENT."""
     if not followups:
         return NO_RESPONSES
-    newest_first = sorted(followups, key=lambda h: (h.round_number, h.timestamp), reverse=True)
+    newest_first = by_round(followups, newest_first=True)
     parts = []
     for i, hit in enumerate(newest_first):
         label = "MOST RECENT - " if i == 0 else ""
@@ -116,11 +145,12 @@ def format_followups_prompt(followups: Sequence[FollowupHit]) -> str:
 
 
 def format_documents_prompt(evidence: Sequence[Candidate]) -> str:
+    """The excerpts as numbered documents, numbered as their context entries are."""
     if not evidence:
         return NO_DOCUMENTS
     return "\n\n".join(
-        f"[Document {i}: {one_line(evidence_source(c))}]\n  {quoted(c.text)}"
-        for i, c in enumerate(evidence, start=1)
+        f"[Document {e.index}: {one_line(e.label)}]\n  {quoted(e.excerpt.text)}"
+        for e in context_entries(evidence, []) if e.excerpt is not None
     )
 
 

@@ -14,13 +14,14 @@ def normalize_text(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def _sha16(text: str) -> str:
+def short_hash(text: str) -> str:
+    """The first 16 hex digits of the text's SHA-256: every short id and hash in the store."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def criterion_hash(criterion_question_text: str) -> str:
     """The 16-hex-digit hash that links a follow-up to the criterion it answers."""
-    return _sha16(normalize_text(criterion_question_text))
+    return short_hash(normalize_text(criterion_question_text))
 
 
 def criterion_question_hash(criterion_question_text: str | None) -> str | None:
@@ -32,7 +33,7 @@ def criterion_question_hash(criterion_question_text: str | None) -> str | None:
 
 def content_hash(criterion_question_text: str | None, question_text: str) -> str:
     """Seed 003's uniqueness key: the criterion and the question, normalised together."""
-    return _sha16(normalize_text(f"{criterion_question_text or ''}||{question_text}"))
+    return short_hash(normalize_text(f"{criterion_question_text or ''}||{question_text}"))
 
 
 def format_embedding_content(question_text: str, answer_text: str) -> str:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import (
@@ -14,6 +16,8 @@ from pydantic import (
     StrictInt,
     StrictStr,
     ValidationInfo,
+    computed_field,
+    create_model,
     field_validator,
 )
 
@@ -23,6 +27,7 @@ from core.config import (
     MAX_QUESTIONNAIRE_BYTES,
     MAX_RESPONSES_PER_ROUND,
     MAX_ROUND_NUMBER,
+    SEED_CONSTANT_NAMES,
     Settings,
 )
 from core.hashing import content_hash
@@ -34,6 +39,27 @@ DOCUMENT_SOURCE_TYPE = "document"
 
 Tier = Literal["high", "medium", "low"]
 FoundBy = Literal["hash", "semantic", "first_stage", "near_copy"]
+# What became of a follow-up in one retrieval: the one vocabulary of traces and pages.
+FollowupFate = Literal["in_context", "excerpt", "round_cap", "crowded_out", "not_selected",
+                       "not_found"]
+DropFate = Literal["round_cap", "crowded_out"]
+# The short status a page shows for each fate (a dropped follow-up's reason says which drop).
+FATE_STATUS: dict[str, str] = {
+    "in_context": "in context",
+    "excerpt": "in context as an excerpt",
+    "round_cap": "dropped",
+    "crowded_out": "dropped",
+    "not_selected": "not in context",
+    "not_found": "not found by this strategy",
+}
+FATE_MEANING: dict[str, str] = {
+    "in_context": "in the context's follow-up entry",
+    "excerpt": "in the context as an ordinary excerpt",
+    "round_cap": "dropped by the round cap (MAX_FOLLOWUP_ROUNDS)",
+    "crowded_out": "crowded out of the follow-up entry by a higher tier",
+    "not_selected": "found, but not among the evidence the context holds",
+    "not_found": "not found by this strategy",
+}
 
 
 def is_valid_vendor_id(vendor_id: object) -> bool:
@@ -228,11 +254,40 @@ class FollowupHit(BaseModel):
     first_stage_rank: int | None = None
 
 
+def by_round(hits: Iterable[FollowupHit], *, newest_first: bool = False) -> list[FollowupHit]:
+    """Follow-ups in round order, then by answer time: the one ordering of rounds."""
+    return sorted(hits, key=lambda h: (h.round_number, h.timestamp), reverse=newest_first)
+
+
 class DroppedFollowup(BaseModel):
     """A follow-up that was found but left out of the context, and why."""
 
     followup: FollowupHit
     reason: str
+    fate: DropFate = "round_cap"
+
+
+# The retrieval constants in force for one trace: Settings' seed fields, with their types
+# and defaults (a trace written without one reads it as the default).
+SeedConstants = create_model(
+    "SeedConstants",
+    __doc__="The retrieval constants in force for one trace (Settings' names, lower case).",
+    **{name: (Settings.model_fields[name].annotation, Settings.model_fields[name].default)
+       for name in SEED_CONSTANT_NAMES},
+)
+
+
+class BoostOutcome(BaseModel):
+    """What seed 002's follow-up document boost did to one ranking."""
+
+    factor: float
+    cap: float | None
+    boosted: int = Field(description="follow-up document chunks whose score was multiplied")
+    moved: int = Field(description="candidates whose rank the boost changed")
+
+    @property
+    def changed_ranking(self) -> bool:
+        return self.moved > 0
 
 
 class RetrievalTrace(BaseModel):
@@ -246,7 +301,7 @@ class RetrievalTrace(BaseModel):
     strategy: str
     reranker: RerankerStatus
     embedding_model: str
-    constants: dict[str, float | int | None]
+    constants: SeedConstants  # type: ignore[valid-type]
     context: str = ""
     prompt: str = ""
     followups: list[FollowupHit] = Field(default_factory=list)
@@ -258,6 +313,31 @@ class RetrievalTrace(BaseModel):
     dropped_followups: list[DroppedFollowup] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     timings_ms: dict[str, float] = Field(default_factory=dict)
+    boost: BoostOutcome | None = Field(
+        None, description="the follow-up document boost; None when the strategy applies none")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @cached_property
+    def fates(self) -> dict[str, FollowupFate]:
+        """Follow-up id -> what became of it, for every follow-up this retrieval saw."""
+        fates: dict[str, FollowupFate] = {}
+        for hit in [*(self.hash_path or []), *(self.semantic_path or [])]:
+            fates[hit.id] = "not_selected"
+        for candidate in self.first_stage:
+            if candidate.is_followup:
+                fates[candidate.id] = "not_selected"
+        for dropped in self.dropped_followups:
+            fates[dropped.followup.id] = dropped.fate
+        for candidate in self.evidence:
+            if candidate.is_followup:
+                fates[candidate.id] = "excerpt"
+        for hit in self.followups:
+            fates[hit.id] = "in_context"
+        return fates
+
+    def fate(self, followup_id: str) -> FollowupFate:
+        """What became of a follow-up here; "not_found" for one this retrieval never saw."""
+        return self.fates.get(followup_id, "not_found")
 
     def to_json_dict(self) -> dict[str, Any]:
         """The JSON object `evidence retrieve --format json` prints."""

@@ -4,13 +4,14 @@ in the context, and what each stage costs."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from core.models import FollowupHit, RerankerStatus, RetrievalTrace
+from core.models import FollowupHit, RerankerStatus, RetrievalTrace, by_round
+from core.reports import Progress
 from core.strategies import STRATEGIES
 
-Progress = Callable[[str, int, int], None]
+IN_CONTEXT_FATES = ("in_context", "excerpt")
 
 
 def ids_in_context(trace: RetrievalTrace) -> set[str]:
@@ -21,8 +22,7 @@ def ids_in_context(trace: RetrievalTrace) -> set[str]:
 def expected_followups(linked: Iterable[FollowupHit], max_rounds: int) -> list[FollowupHit]:
     """The hash-linked responses that belong in the context: the latest `max_rounds` rounds
     (the cap every seed design applies), in ascending round order."""
-    latest = sorted(linked, key=lambda h: (h.round_number, h.timestamp))[-max_rounds:]
-    return latest
+    return by_round(linked)[-max_rounds:]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -131,11 +131,11 @@ def compare_strategies(workbench, vendor_id: str, criteria: Sequence[str],
         for j, name in enumerate(names):
             workbench.forget_query_embeddings()
             trace = workbench.retrieve(vendor_id, criterion, name)
-            cited = ids_in_context(trace)
             runs.append(StrategyRun(
                 criterion=trace.criterion, strategy=name, linked=len(linked),
                 expected_rounds=tuple(h.round_number for h in expected),
-                reached_rounds=tuple(h.round_number for h in expected if h.id in cited),
+                reached_rounds=tuple(h.round_number for h in expected
+                                     if trace.fate(h.id) in IN_CONTEXT_FATES),
                 timings_ms=dict(trace.timings_ms),
             ))
             if progress:

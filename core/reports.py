@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pydantic import BaseModel
+
+# How long work reports how far it got: (stage, done, total), e.g. ("embedding", 64, 300).
+Progress = Callable[[str, int, int], None]
 
 
 class DocumentOutcome(BaseModel):

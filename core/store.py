@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,10 @@ from core.models import FOLLOWUP_SOURCE_TYPE, StoredRecord, is_valid_vendor_id
 # ChromaDB reads this before its telemetry client starts; nothing leaves the machine.
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
-SCHEMA_VERSION = 1
+# The schema this program writes; core.migrations upgrades older stores to it in place.
+SCHEMA_VERSION = 2
+# Reads that race a writer are repeated until they saw one committed state, at most this often.
+CONSISTENT_READ_ATTEMPTS = 5
 _CHUNKS_SUFFIX = "__chunks"
 _MANIFEST_SUFFIX = "__manifest"
 _PREFIX = "vendor__"
@@ -153,14 +156,15 @@ class EvidenceStore:
             configuration={"hnsw": {"space": "cosine"}},
             embedding_function=None,
         )
-        self._check_compatible(vendor_id, chunks.metadata or {}, embedding_model)
+        self._check_compatible(vendor_id, chunks.metadata or {}, embedding_model, older=True)
         manifest = self.client.get_or_create_collection(
             manifest_collection_name(vendor_id),
             metadata={"vendor_id": vendor_id, "schema_version": SCHEMA_VERSION},
             embedding_function=None,
         )
-        self._check_compatible(vendor_id, manifest.metadata or {}, None)
+        self._check_compatible(vendor_id, manifest.metadata or {}, None, older=True)
         opened = VendorCollections(vendor_id=vendor_id, chunks=chunks, manifest=manifest)
+        opened = self._upgraded(opened, embedding_model)
         with self._lock:
             self._opened[vendor_id] = opened
         return opened
@@ -175,15 +179,36 @@ class EvidenceStore:
                 f"'{clash[0]}'; use '{clash[0]}'."
             )
 
+    def _upgraded(self, vendor: VendorCollections, embedding_model: str | None
+                  ) -> VendorCollections:
+        """The vendor's collections at SCHEMA_VERSION, older ones upgraded in place first."""
+        from core.migrations import can_upgrade, recorded_version, upgrade
+
+        if not any(can_upgrade(recorded_version(c)) for c in (vendor.chunks, vendor.manifest)):
+            return vendor
+        upgrade(vendor)
+        chunks = self.client.get_collection(chunks_collection_name(vendor.vendor_id),
+                                            embedding_function=None)
+        manifest = self.client.get_collection(manifest_collection_name(vendor.vendor_id),
+                                              embedding_function=None)
+        self._check_compatible(vendor.vendor_id, chunks.metadata or {}, embedding_model)
+        self._check_compatible(vendor.vendor_id, manifest.metadata or {}, None)
+        return VendorCollections(vendor_id=vendor.vendor_id, chunks=chunks, manifest=manifest)
+
     def _check_compatible(self, vendor_id: str, metadata: dict[str, Any],
-                          embedding_model: str | None) -> None:
+                          embedding_model: str | None, *, older: bool = False) -> None:
+        """Refuse a vendor this program cannot read; with `older`, a version the migrations
+        upgrade passes (the caller upgrades it)."""
+        from core.migrations import FIRST_SCHEMA_VERSION, can_upgrade
+
         version = metadata.get("schema_version")
-        if version != SCHEMA_VERSION:
+        if version != SCHEMA_VERSION and not (older and can_upgrade(version)):
             written = ("records no store schema version" if version is None
                        else f"was written with store schema version {version!r}")
             raise StoreError(
                 f"Vendor '{vendor_id}' in the {self.location} {written}; this workbench reads "
-                f"version {SCHEMA_VERSION} only, so it leaves the store untouched."
+                f"versions {FIRST_SCHEMA_VERSION} to {SCHEMA_VERSION} (upgrading older ones in "
+                "place), so it leaves the store untouched."
             )
         stored_model = metadata.get("embedding_model")
         if embedding_model and stored_model and stored_model != embedding_model:
@@ -215,63 +240,7 @@ class EvidenceStore:
             collection.delete(ids=ids[start : start + batch])
 
 
-class CommittedWindow:
-    """A chunk collection whose nearest-neighbour window is widened past uncommitted chunks.
-
-    After an interrupted ingest the collection holds chunks no manifest entry names yet (a
-    new version) or any more (an old one). Retrieval skips them, so a plain window of n
-    could hold fewer than n usable chunks, and a large unfinished version could push the
-    committed one out of sight. `query` widens the window by the number skipped until it
-    holds n committed chunks or the whole collection, then cuts it just after the n-th, so
-    the caller still sees (and can report) every uncommitted chunk ranked among them.
-    Everything else is the collection's own."""
-
-    def __init__(self, chunks: Any, is_committed: Callable[[dict[str, Any]], bool]) -> None:
-        self._chunks = chunks
-        self._is_committed = is_committed
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._chunks, name)
-
-    def query(self, *, query_embeddings: Any, n_results: int,
-              include: Sequence[str] = ("metadatas", "documents", "distances"),
-              **kwargs: Any) -> dict[str, Any]:
-        columns = list(include) if "metadatas" in include else [*include, "metadatas"]
-        if len(query_embeddings) != 1:
-            return self._chunks.query(query_embeddings=query_embeddings, n_results=n_results,
-                                      include=columns, **kwargs)
-        window = n_results
-        while True:
-            result = self._chunks.query(query_embeddings=query_embeddings, n_results=window,
-                                        include=columns, **kwargs)
-            rows = result["metadatas"][0]
-            kept: list[int] = []
-            committed = 0
-            for position, metadata in enumerate(rows):
-                if metadata is None:  # deleted while the query ran (see _present)
-                    continue
-                kept.append(position)
-                committed += bool(self._is_committed(metadata))
-                if committed == n_results:
-                    break
-            if committed >= n_results or len(rows) < window:
-                break
-            # committed < n_results here, so the next window is strictly wider than this one.
-            # It is not capped by count(): while another thread writes, a count read a moment
-            # ago can be too low and would end the widening early, leaving committed chunks
-            # out; ChromaDB answers a window wider than the collection with all of it.
-            window = n_results + len(rows) - committed
-        return {key: [_pick(value[0], kept)] if key in ("ids", *columns) and value is not None
-                else value for key, value in result.items()}
-
-
-def _pick(column: Any, positions: list[int]) -> Any:
-    if isinstance(column, np.ndarray):
-        return column[positions]
-    return [column[i] for i in positions]
-
-
-def _present(page: dict[str, Any], include: Sequence[str]) -> list[int]:
+def present_rows(page: dict[str, Any], include: Sequence[str]) -> list[int]:
     """Positions of the records a read really returned. A ChromaDB server that deletes a record
     while a read runs can still answer its id, with no metadata: that record is gone."""
     metadatas = page.get("metadatas") if "metadatas" in include else None
@@ -288,7 +257,7 @@ def get_all(collection: Any, *, where: dict[str, Any] | None = None,
     offset = 0
     while True:
         page = collection.get(where=where, include=list(include), limit=page_size, offset=offset)
-        present = _present(page, include)
+        present = present_rows(page, include)
         ids.extend(page["ids"][i] for i in present)
         for name in include:
             values = page.get(name)

@@ -110,11 +110,16 @@ def score_parts_figure(items: Sequence[RankedItem]) -> go.Figure:
     return _layout(fig, "Score parts", height=120 + 60 * max(len(items), 1))
 
 
+# One marker per status of core.models.FATE_STATUS: filled in context, hollow left out.
+FATE_SYMBOLS = {"in context": "circle", "in context as an excerpt": "diamond",
+                "dropped": "circle-open", "not in context": "square-open",
+                "not found by this strategy": "x"}
+
+
 def rounds_timeline_figure(rows: Sequence[RoundRow]) -> go.Figure:
     """Every linked round over time: colour = tier, filled = in context, hollow = dropped."""
     fig = go.Figure()
-    for status, symbol in (("in context", "circle"), ("dropped", "circle-open"),
-                           ("not found by this strategy", "x")):
+    for status, symbol in FATE_SYMBOLS.items():
         chosen = [r for r in rows if r.status == status]
         if not chosen:
             continue

@@ -38,9 +38,10 @@ from chromadb.api.models.Collection import Collection
 
 from core.config import Settings
 from core.hashing import criterion_hash
+from core.ingest.writer import document_key
 from core.models import FOLLOWUP_SOURCE_TYPE, followup_type
 from core.store import EvidenceStore, get_all, read_manifest
-from core.workbench import Workbench, document_key
+from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ import pytest
 from core.config import Settings
 from core.hashing import criterion_hash, format_embedding_content
 from core.models import FOLLOWUP_SOURCE_TYPE, Candidate, FollowupHit, RerankerStatus
-from core.stages import (
+from core.retrieval.stages import (
     RetrievalEnv,
     assign_tiers,
     boost_followup_documents,
@@ -19,9 +19,8 @@ from core.stages import (
     select_top,
     top_by_first_stage,
 )
-from core.store import VendorCollections
 from tests.conftest import AES_CRITERION
-from tests.fakes import FakeEmbedder, FakeReranker
+from tests.fakes import FakeReranker
 
 H = criterion_hash(AES_CRITERION)
 OTHER_CRITERION = "Does the vendor encrypt data in transit using TLS 1.2 or higher?"
@@ -63,11 +62,10 @@ def hit(hid: str, round_number: int, *, similarity: float = 1.0, hash_match: boo
 
 def env(reranker=None, **settings) -> RetrievalEnv:
     return RetrievalEnv(
-        settings=Settings(**settings),
-        vendor=VendorCollections(vendor_id="acme", chunks=None, manifest=None),
-        embedder=FakeEmbedder(), reranker=reranker,
+        settings=Settings(**settings), vendor_id="acme", search=None, records=None,
+        reranker=reranker,
         reranker_status=RerankerStatus(name="test", ran=reranker is not None, reason="test"),
-        embed_query=lambda text: FakeEmbedder().embed([text])[0],
+        read_links=dict,
     )
 
 

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,8 @@ from core.bench.corpus import DEFAULT_SEED, MAX_QUERIES, Corpus, generate_corpus
 from core.config import Settings
 from core.errors import EvidenceError, UserInputError
 from core.quality import ids_in_context, percentile
+from core.reports import Progress
 
-Progress = Callable[[str, int, int], None]
 FLOOR = "floor"
 MIN_CHUNKS, MAX_CHUNKS = 100, 1_000_000
 # The floor's window: the first-stage search of seed 000 asks for the 100 nearest.

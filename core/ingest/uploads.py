@@ -14,9 +14,9 @@ from core.ingest import refuse_too_large, shown_path
 from core.ingest.documents import check_document_type
 from core.ingest.questionnaire import parse_payload_bytes
 from core.models import PayloadLimits, QuestionnairePayload
-from core.reports import DocumentIngestReport, QuestionnaireIngestReport
+from core.reports import DocumentIngestReport, Progress, QuestionnaireIngestReport
 from core.store import check_vendor_id
-from core.workbench import Progress, Workbench
+from core.workbench import Workbench
 
 Upload = tuple[str, bytes]  # (file name, content)
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from core.models import Candidate, DroppedFollowup, FollowupHit
-from core.stages import RetrievalEnv, Timings
+from core.models import BoostOutcome, Candidate, DroppedFollowup, FollowupHit
+from core.retrieval.source import Query
+from core.retrieval.stages import RetrievalEnv, Timings
 
 
 @dataclass
@@ -22,15 +21,7 @@ class StrategyResult:
     hash_path: list[FollowupHit] | None = None
     semantic_path: list[FollowupHit] | None = None
     dropped_followups: list[DroppedFollowup] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Query:
-    """The criterion as every stage sees it."""
-
-    text: str
-    criterion_hash: str
-    embedding: np.ndarray
+    boost: BoostOutcome | None = None  # None: this strategy applies no boost
 
 
 StrategyRun = Callable[[RetrievalEnv, Query, Timings], StrategyResult]

@@ -3,7 +3,7 @@ append the follow-ups last."""
 
 from __future__ import annotations
 
-from core.stages import (
+from core.retrieval.stages import (
     RetrievalEnv,
     Timings,
     assign_tiers,
@@ -22,7 +22,7 @@ from core.strategies.base import Query, Strategy, StrategyResult
 def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
     s = env.settings
     with timings.stage("first_stage"):
-        hits = first_stage(env, query.embedding, s.top_first_stage_n)
+        hits = first_stage(env, query, s.top_first_stage_n)
     with timings.stage("extract"):
         matched, remaining = extract_by_hash(hits, query.criterion_hash)
         extracted = [followup_hit(c, query.text, query.criterion_hash, ["first_stage", "hash"])

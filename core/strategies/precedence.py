@@ -3,11 +3,12 @@ follow-ups last in the context."""
 
 from __future__ import annotations
 
-from core.stages import (
+from core.retrieval.stages import (
     RetrievalEnv,
     Timings,
     assign_tiers,
     boost_followup_documents,
+    boost_outcome,
     competing_followup,
     context_order,
     fetch_vouched_followups,
@@ -25,10 +26,9 @@ from core.strategies.base import Query, Strategy, StrategyResult
 def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
     s = env.settings
     with timings.stage("hash_fetch"):  # the hash's follow-ups and a typo's, in one read
-        linked, near = fetch_vouched_followups(env, query.text, query.criterion_hash,
-                                               query.embedding)
+        linked, near = fetch_vouched_followups(env, query)
     with timings.stage("first_stage"):
-        hits = first_stage(env, query.embedding, s.top_first_stage_n)
+        hits = first_stage(env, query, s.top_first_stage_n)
     with timings.stage("tiers"):
         by_id = {c.id: c for c in hits}
         semantic_ids = {c.id for c in hits[: s.semantic_path_top_k] if c.is_followup}
@@ -63,11 +63,12 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
         ranked = rerank(env, query.text, to_rerank)
     with timings.stage("boost"):
         boosted = boost_followup_documents(ranked, s.followup_document_boost, s.followup_boost_cap)
+        boost = boost_outcome(boosted, s.followup_document_boost, s.followup_boost_cap)
     with timings.stage("select"):
         evidence = select_top(env, boosted, s.top_reranked_n)
     return StrategyResult(
         evidence=evidence, followups=context_order(kept), first_stage=hits, reranked=boosted,
-        hash_path=hash_hits,
+        hash_path=hash_hits, boost=boost,
         semantic_path=[h for h in hash_hits if "semantic" in h.found_by] + fallback + competing,
         dropped_followups=capped + crowded,
     )

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from core.stages import RetrievalEnv, Timings, first_stage, rerank, select_top
+from core.retrieval.stages import RetrievalEnv, Timings, first_stage, rerank, select_top
 from core.strategies.base import Query, Strategy, StrategyResult
 
 
 def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
     s = env.settings
     with timings.stage("first_stage"):
-        hits = first_stage(env, query.embedding, s.semantic_first_stage_n)
+        hits = first_stage(env, query, s.semantic_first_stage_n)
     with timings.stage("rerank"):
         ranked = rerank(env, query.text, hits)
     with timings.stage("select"):

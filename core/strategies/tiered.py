@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.stages import (
+from core.retrieval.stages import (
     RetrievalEnv,
     Timings,
     assign_tiers,
@@ -22,11 +22,11 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
     with timings.stage("hash_path"):
         # Seed 003 path 1 as written for a pre-filtering vector DB: a filtered vector search
         # limited to MAX_FOLLOWUP_ROUNDS, ranked by similarity within the hash matches.
-        linked = first_stage(env, query.embedding, s.max_followup_rounds,
+        linked = first_stage(env, query, s.max_followup_rounds,
                              where={"criterion_question_hash": query.criterion_hash})
         hash_hits = [followup_hit(c, query.text, query.criterion_hash, ["hash"]) for c in linked]
     with timings.stage("first_stage"):
-        hits = first_stage(env, query.embedding, s.semantic_path_top_k)
+        hits = first_stage(env, query, s.semantic_path_top_k)
     with timings.stage("tiers"):
         semantic_followups, documents = split_followups(hits)
         semantic_hits = [followup_hit(c, query.text, query.criterion_hash, ["semantic"])

@@ -12,8 +12,8 @@ import streamlit as st
 from core.config import MAX_ROUND_NUMBER
 from core.errors import EvidenceError
 from core.ingest.uploads import ingest_uploaded_documents, ingest_uploaded_questionnaires
-from core.reports import VendorStatus
-from core.workbench import Progress, Workbench
+from core.reports import Progress, VendorStatus
+from core.workbench import Workbench
 from dashboard import charts, resources, widgets
 
 T = TypeVar("T")

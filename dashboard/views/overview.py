@@ -47,7 +47,7 @@ def show_followups(trace: RetrievalTrace) -> None:
     if not trace.followups:
         st.markdown("No follow-up answer is in the context for this criterion and strategy.")
         return
-    similarity = widgets.question_similarity_column(trace.constants.get("fuzzy_match_threshold"))
+    similarity = widgets.question_similarity_column(trace.constants.fuzzy_match_threshold)
     st.dataframe(followup_rows(trace), hide_index=True, column_config={
         **widgets.followup_columns(similarity, answer_width="large"),
         "timestamp": widgets.answered_at_column(),

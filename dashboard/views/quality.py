@@ -12,11 +12,11 @@ import streamlit as st
 
 from core.bench.results import crowding_curve, parse_result
 from core.bench.run import FLOOR_N_RESULTS, BenchResult
+from core.config import MAX_CRITERION_CHARS
 from core.errors import EvidenceError, UserInputError
 from core.ingest.sample import criteria_lines
 from core.quality import StrategyComparison, StrategyRun
 from core.strategies import DEFAULT_STRATEGY
-from core.workbench import MAX_CRITERION_CHARS
 from dashboard import charts, resources, widgets
 from dashboard.styles import COMPLETE_STYLE, INCOMPLETE_STYLE, NONE_STYLE
 from dashboard.text import minute_utc, plain

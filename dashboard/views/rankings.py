@@ -204,10 +204,10 @@ def render() -> None:
     chosen = widgets.require_selection(chosen)
     trace = resources.current_trace(chosen)
 
-    top_n = int(trace.constants["top_reranked_n"] or 6)
-    factor = float(trace.constants["followup_document_boost"] or 1.0)
-    cap = trace.constants["followup_boost_cap"]
-    boosted = "boost" in trace.timings_ms
+    top_n = trace.constants.top_reranked_n
+    factor = trace.constants.followup_document_boost
+    cap = trace.constants.followup_boost_cap
+    boosted = trace.boost is not None
     reranker_ran = trace.reranker.ran
 
     with st.expander("What the scores mean", expanded=False):

@@ -15,7 +15,8 @@ from dashboard import charts, resources, widgets
 from dashboard.styles import ADDED_STYLE, REMOVED_STYLE
 from dashboard.text import diff_html, minute_utc, plain
 
-STATUS_BADGES = {"in context": "green", "dropped": "red", "not found by this strategy": "gray"}
+STATUS_BADGES = {"in context": "green", "in context as an excerpt": "green", "dropped": "red",
+                 "not in context": "orange", "not found by this strategy": "gray"}
 TEXT_STYLE = "white-space:pre-wrap;margin:0.2rem 0 0.6rem 0"
 
 
@@ -87,7 +88,7 @@ def render() -> None:
     counts = {status: sum(r.status == status for r in rows) for status in STATUS_BADGES}
     total_col, kept_col, dropped_col, missed_col = st.columns(4)
     total_col.metric("Rounds linked by hash", len(rows))
-    kept_col.metric("In context", counts["in context"])
+    kept_col.metric("In context", counts["in context"] + counts["in context as an excerpt"])
     dropped_col.metric("Dropped", counts["dropped"])
     missed_col.metric("Not found by this strategy", counts["not found by this strategy"])
 

@@ -8,18 +8,14 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
-from core.models import FollowupHit, RetrievalTrace
+from core.models import FATE_MEANING, FATE_STATUS, FollowupHit, RetrievalTrace
 from dashboard import charts, resources, widgets
 
 
 def _status(hit: FollowupHit, trace: RetrievalTrace) -> str:
-    if hit.id in {f.id for f in trace.followups}:
-        return "in context (follow-up entry)"
-    if hit.id in {d.followup.id for d in trace.dropped_followups}:
-        return "dropped"
-    if hit.id in {c.id for c in trace.evidence}:
-        return "in context as an excerpt"
-    return "not in context"
+    """The hit's fate in the trace's words; beside the excerpts, the entry is named."""
+    fate = trace.fate(hit.id)
+    return FATE_STATUS[fate] + (" (follow-up entry)" if fate == "in_context" else "")
 
 
 def path_rows(hits: Sequence[FollowupHit], trace: RetrievalTrace,
@@ -80,10 +76,12 @@ def show_dropped(trace: RetrievalTrace) -> None:
     st.dataframe(pd.DataFrame([{
         "round": d.followup.round_number,
         "tier": d.followup.tier or "no tier",
+        "fate": FATE_MEANING[d.fate],
         "reason": d.reason,
     } for d in trace.dropped_followups]), hide_index=True, column_config={
         "round": widgets.round_column(),
         "tier": widgets.tier_column(),
+        "fate": st.column_config.TextColumn("Dropped how"),
         "reason": st.column_config.TextColumn("Why it was dropped", width="large"),
     })
 
@@ -94,8 +92,8 @@ def render() -> None:
     widgets.header("Precedence tiers", chosen)
     trace = resources.current_trace(widgets.require_selection(chosen))
 
-    threshold = float(trace.constants.get("fuzzy_match_threshold") or 0.7)
-    cap = trace.constants.get("max_followup_rounds")
+    threshold = trace.constants.fuzzy_match_threshold
+    cap = trace.constants.max_followup_rounds
     threshold_col, cap_col, kept_col, dropped_col = st.columns(4)
     threshold_col.metric("Similarity threshold", f"{threshold:.2f}",
                          help="FUZZY_MATCH_THRESHOLD: question similarity at or above it is high")

@@ -85,7 +85,7 @@ def test_whatif_high_boost_moves_followup_documents_up(dashboard_workbench):
 
 def test_entry_boost_matches_the_analysis(dashboard_workbench):
     trace = dashboard_workbench.retrieve("acme", AES_CRITERION, "semantic")
-    cap = trace.constants["followup_boost_cap"]
+    cap = trace.constants.followup_boost_cap
     at = page("rankings", strategy="semantic").run()
 
     assert not at.exception

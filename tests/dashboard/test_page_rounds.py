@@ -115,9 +115,19 @@ def test_tiered_strategy_statuses_follow_its_trace(dashboard_workbench):
 
 
 def test_semantic_strategy_finds_no_round_as_a_followup(dashboard_workbench):
+    """Semantic search has no follow-up entry and drops nothing: a linked answer it finds
+    competes as an ordinary excerpt, and the page says so rather than "not found"."""
+    trace = dashboard_workbench.retrieve("acme", AES_CRITERION, "semantic")
     at = page("rounds", strategy="semantic").run()
     assert not at.exception
-    assert set(_rounds_table(at)["status"]) == {"not found by this strategy"}
+    table = _rounds_table(at)
+    assert not {"in context", "dropped"} & set(table["status"])
+    excerpts = {c.id for c in trace.evidence}
+    linked = dashboard_workbench.linked_followups("acme", AES_CRITERION)
+    expected = ["in context as an excerpt" if h.id in excerpts else
+                "not in context" if trace.fate(h.id) == "not_selected" else
+                "not found by this strategy" for h in linked]
+    assert table["status"].tolist() == expected
 
 
 def test_criterion_without_followups_says_so(dashboard_workbench):

@@ -6,30 +6,22 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from core.config import Settings
-from core.embedding import Embedder
 from core.hashing import criterion_similarity, question_similarity, typo_corrections
 from core.models import (
-    FOLLOWUP_SOURCE_TYPE,
+    BoostOutcome,
     Candidate,
     DroppedFollowup,
     FollowupHit,
     RerankerStatus,
+    by_round,
 )
 from core.rerank import Reranker
-from core.store import (
-    VendorCollections,
-    _present,
-    committed_versions,
-    followup_link,
-    get_all,
-    is_committed,
-    read_manifest,
-)
+from core.retrieval.links import Links
+from core.retrieval.source import CandidateSource, Query, RecordReader, StoredChunk, Where
 
 TIER_ORDER = {"high": 0, "medium": 1, "low": 2}
 
@@ -51,59 +43,40 @@ class Timings:
 
 @dataclass
 class RetrievalEnv:
-    """Everything a strategy needs for one vendor: settings, store, models."""
+    """Everything a strategy needs for one vendor: settings, where candidates come from,
+    where records are looked up, the reranker, and the notes the trace will carry."""
 
     settings: Settings
-    vendor: VendorCollections
-    embedder: Embedder
+    vendor_id: str
+    search: CandidateSource
+    records: RecordReader
     reranker: Reranker | None
     reranker_status: RerankerStatus
-    embed_query: Callable[[str], np.ndarray]
+    read_links: Callable[[], Links]
     notes: list[str] = field(default_factory=list)
-    _committed: dict[str, str] | None = None
-    # id -> (criterion hash, linked criterion text) of every follow-up; scanned when absent.
-    followup_links: Callable[[], dict[str, tuple[str | None, str]]] | None = None
-    _links: dict[str, tuple[str | None, str]] | None = None
+    _links: Links | None = None
 
-    @property
-    def vendor_id(self) -> str:
-        return self.vendor.vendor_id
-
-    def committed_documents(self) -> dict[str, str]:
-        """doc_key -> version of each document whose ingest completed (read once per run)."""
-        if self._committed is None:
-            self._committed = committed_versions(read_manifest(self.vendor))
-        return self._committed
-
-    def is_committed(self, metadata: dict[str, Any]) -> bool:
-        return is_committed(metadata, self.committed_documents())
-
-    def links(self) -> dict[str, tuple[str | None, str]]:
+    def links(self) -> Links:
         """Follow-up id -> (criterion hash, linked criterion text), read once per run."""
         if self._links is None:
-            if self.followup_links is not None:
-                self._links = self.followup_links()
-            else:
-                found = get_all(self.vendor.chunks,
-                                where={"source_type": FOLLOWUP_SOURCE_TYPE},
-                                include=("metadatas",))
-                self._links = {record_id: followup_link(meta) for record_id, meta
-                               in zip(found["ids"], found["metadatas"], strict=True)}
+            self._links = self.read_links()
         return self._links
 
 
 # First stage ------------------------------------------------------------------------------
 
-def candidate_from_record(record_id: str, text: str, metadata: dict[str, Any], *,
-                          score: float | None = None, rank: int | None = None) -> Candidate:
+def candidate_from_chunk(chunk: StoredChunk, *, score: float | None = None,
+                         rank: int | None = None) -> Candidate:
+    """A stored record as a candidate, with the first-stage score and rank it was found at."""
+    metadata = chunk.metadata
     page = metadata.get("page")
     return Candidate(
-        id=record_id,
+        id=chunk.id,
         type=str(metadata.get("type", "")),
         source=str(metadata.get("source", "")),
         page=int(page) if page is not None else None,
         round_number=metadata.get("round_number"),
-        text=text,
+        text=chunk.text,
         first_stage_score=score,
         first_stage_rank=rank,
         final_score=score,
@@ -111,29 +84,17 @@ def candidate_from_record(record_id: str, text: str, metadata: dict[str, Any], *
     )
 
 
-def first_stage(env: RetrievalEnv, query_embedding: np.ndarray, n: int, *,
-                where: dict[str, Any] | None = None) -> list[Candidate]:
-    """One ChromaDB nearest-neighbour query; score is cosine similarity, 1 - distance."""
-    # No count() first: a write between the two reads would size the window for a store that
-    # no longer exists. ChromaDB answers a window wider than the collection with all of it.
-    result = env.vendor.chunks.query(
-        query_embeddings=[np.asarray(query_embedding, dtype=np.float32)],
-        n_results=n,
-        where=where,
-        include=["documents", "metadatas", "distances"],
-    )
+def first_stage(env: RetrievalEnv, query: Query, n: int, *,
+                where: Where | None = None) -> list[Candidate]:
+    """The `n` nearest committed candidates from the environment's candidate source."""
     candidates: list[Candidate] = []
     stale = 0
-    for record_id, text, metadata, distance in zip(
-        result["ids"][0], result["documents"][0], result["metadatas"][0],
-        result["distances"][0], strict=True,
-    ):
-        if not env.is_committed(metadata):
+    for neighbour in env.search.nearest(query, n, where=where):
+        if not neighbour.committed:
             stale += 1
             continue
-        candidates.append(candidate_from_record(
-            record_id, text, metadata, score=1.0 - float(distance), rank=len(candidates) + 1,
-        ))
+        candidates.append(candidate_from_chunk(neighbour.chunk, score=neighbour.score,
+                                               rank=len(candidates) + 1))
     if stale:
         env.notes.append(
             f"{stale} chunk(s) of an unfinished document ingest were skipped; run the same "
@@ -181,14 +142,10 @@ def extract_by_hash(candidates: Sequence[Candidate], criterion_hash: str
     return matched, [c for c in candidates if c.id not in matched_ids]
 
 
-def _recency_key(hit: FollowupHit) -> tuple[int, str]:
-    return (hit.round_number, hit.timestamp)
-
-
 def keep_latest_rounds(hits: Sequence[FollowupHit], limit: int
                        ) -> tuple[list[FollowupHit], list[DroppedFollowup]]:
     """Seed 000: keep the `limit` latest responses by round number."""
-    ordered = sorted(hits, key=_recency_key, reverse=True)
+    ordered = by_round(hits, newest_first=True)
     kept, rest = ordered[:limit], ordered[limit:]
     kept_rounds = ", ".join(str(h.round_number) for h in kept)
     dropped = [
@@ -265,46 +222,40 @@ def _low_tier_reason(hit: FollowupHit, criterion: str) -> str:
     return f"no hash match, {what}; {how}: low"
 
 
-def fetch_vouched_followups(env: RetrievalEnv, criterion: str, criterion_hash: str,
-                            query_embedding: np.ndarray
+def fetch_vouched_followups(env: RetrievalEnv, query: Query
                             ) -> tuple[list[Candidate], list[Candidate]]:
     """(follow-ups linked by the criterion hash, follow-ups linked to this criterion's text
     with a typo), found through each stored response's link (a metadata lookup, so no search
     window can miss one) and read in one call, scored against the query in Python so the
     trace can show their similarity."""
     s = env.settings
-    links = env.links()
     is_typo_of: dict[str, bool] = {}
     linked_ids, near_ids = [], []
-    for record_id, (linked_hash, linked) in links.items():
-        if linked_hash == criterion_hash:
+    for record_id, (linked_hash, linked) in env.links().items():
+        if linked_hash == query.criterion_hash:
             linked_ids.append(record_id)
             continue
         if not linked:
             continue
         if linked not in is_typo_of:
             is_typo_of[linked] = bool(typo_corrections(
-                criterion, linked, word_similarity=s.typo_word_similarity,
+                query.text, linked, word_similarity=s.typo_word_similarity,
                 max_words=s.typo_max_words))
         if is_typo_of[linked]:
             near_ids.append(record_id)
     if not linked_ids and not near_ids:
         return [], []
-    records = env.vendor.chunks.get(ids=linked_ids + near_ids,
-                                    include=["documents", "metadatas", "embeddings"])
-    present = _present(records, ("metadatas",))
-    if not present:
+    chunks = env.records.by_ids(linked_ids + near_ids, embeddings=True)
+    if not chunks:
         return [], []
-    vectors = np.asarray([records["embeddings"][i] for i in present], dtype=np.float32)
-    scores = vectors @ np.asarray(query_embedding, dtype=np.float32)
+    vectors = np.asarray([c.embedding for c in chunks], dtype=np.float32)
+    scores = vectors @ np.asarray(query.embedding, dtype=np.float32)
     linked: list[Candidate] = []
     near: list[Candidate] = []
     wanted = set(linked_ids)
-    for position, score in zip(present, scores, strict=True):
-        record_id = records["ids"][position]
-        candidate = candidate_from_record(record_id, records["documents"][position],
-                                          records["metadatas"][position], score=float(score))
-        (linked if record_id in wanted else near).append(candidate)
+    for chunk, score in zip(chunks, scores, strict=True):
+        candidate = candidate_from_chunk(chunk, score=float(score))
+        (linked if chunk.id in wanted else near).append(candidate)
     return linked, near
 
 
@@ -325,28 +276,30 @@ def competing_followup(hit: FollowupHit, criterion: str) -> FollowupHit:
 def merge_tiers(hits: Sequence[FollowupHit], limit: int
                 ) -> tuple[list[FollowupHit], list[DroppedFollowup]]:
     """Seed 003's merge: high > medium > low, newest first within a tier, at most `limit`."""
-    ordered = sorted(hits, key=lambda h: (TIER_ORDER[h.tier or "low"], -h.round_number,
-                                          _negated(h.timestamp)))
+    ordered = sorted(by_round(hits, newest_first=True), key=_tier_rank)
     kept, rest = ordered[:limit], ordered[limit:]
     summary = ", ".join(f"round {h.round_number} ({h.tier})" for h in kept)
+    best_kept = min((_tier_rank(h) for h in kept), default=None)
     dropped = [
         DroppedFollowup(
             followup=hit,
             reason=f"{hit.tier} tier, round {hit.round_number}: the cap of {limit} "
                    f"(MAX_FOLLOWUP_ROUNDS) is filled by {summary}",
+            fate="crowded_out" if best_kept is not None and best_kept < _tier_rank(hit)
+            else "round_cap",
         )
         for hit in rest
     ]
     return kept, dropped
 
 
-def _negated(timestamp: str) -> tuple[int, ...]:
-    return tuple(-ord(ch) for ch in timestamp)
+def _tier_rank(hit: FollowupHit) -> int:
+    return TIER_ORDER[hit.tier or "low"]
 
 
 def context_order(hits: Sequence[FollowupHit]) -> list[FollowupHit]:
     """The order follow-ups take in the XML context: ascending round (seed 000)."""
-    return sorted(hits, key=_recency_key)
+    return by_round(hits)
 
 
 # Documents -------------------------------------------------------------------------------
@@ -385,6 +338,16 @@ def boost_followup_documents(candidates: Sequence[Candidate], factor: float,
             boosted.append(c)
     boosted.sort(key=lambda c: -(c.final_score or 0.0))
     return [c.model_copy(update={"rank_after_boost": i}) for i, c in enumerate(boosted, start=1)]
+
+
+def boost_outcome(boosted: Sequence[Candidate], factor: float, cap: float | None
+                  ) -> BoostOutcome:
+    """What the boost did to a ranking `boost_followup_documents` returned."""
+    return BoostOutcome(
+        factor=factor, cap=cap,
+        boosted=sum(c.type == "followup_document" for c in boosted),
+        moved=sum(c.rank_before_boost != c.rank_after_boost for c in boosted),
+    )
 
 
 def select_top(env: RetrievalEnv, ranked: Sequence[Candidate], n: int) -> list[Candidate]:

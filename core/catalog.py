@@ -1,0 +1,107 @@
+"""What the store holds, for people: vendor status, documents, stored chunks, and every
+follow-up linked to a criterion. Only committed evidence is counted or shown."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from core.config import Settings
+from core.hashing import criterion_hash
+from core.models import FOLLOWUP_SOURCE_TYPE, FollowupHit, by_round
+from core.reports import VendorStatus
+from core.retrieval.source import ChromaEvidence
+from core.retrieval.stages import assign_tiers, candidate_from_chunk, followup_hit
+from core.store import (
+    CONSISTENT_READ_ATTEMPTS,
+    EvidenceStore,
+    VendorCollections,
+    check_vendor_id,
+    committed_versions,
+    get_all,
+    is_committed,
+    read_manifest,
+)
+
+
+class Catalog:
+    """Read-only views of the store; opening a vendor that does not exist is refused."""
+
+    def __init__(self, settings: Settings, store: EvidenceStore) -> None:
+        self.settings = settings
+        self.store = store
+
+    def status(self, vendor_id: str | None = None) -> list[VendorStatus]:
+        """What the store holds, per vendor; only completed documents are counted."""
+        if vendor_id is not None:
+            check_vendor_id(vendor_id)
+        vendors = [vendor_id] if vendor_id is not None else self.store.vendor_ids()
+        return [vendor_status(self.store.open_vendor(v)) for v in vendors]
+
+    def documents(self, vendor_id: str) -> list[dict[str, Any]]:
+        """The vendor's committed documents (the manifest), sorted by source."""
+        manifest = read_manifest(self.store.open_vendor(vendor_id))
+        return sorted(manifest.values(), key=lambda m: str(m.get("source")))
+
+    def browse_chunks(self, vendor_id: str, *, contains: str | None = None,
+                      doc_type: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        """Stored chunks and follow-ups of one vendor, optionally by text and type; chunks of
+        an unfinished document ingest are left out, as retrieval leaves them out."""
+        vendor = self.store.open_vendor(vendor_id)
+        versions = committed_versions(read_manifest(vendor))
+        where = {"type": doc_type} if doc_type else None
+        where_document = {"$contains": contains} if contains else None
+        rows: list[dict[str, Any]] = []
+        offset = 0
+        while len(rows) < limit:
+            found = vendor.chunks.get(where=where, where_document=where_document, limit=limit,
+                                      offset=offset, include=["documents", "metadatas"])
+            rows.extend({"id": i, "text": t, **m} for i, t, m in
+                        zip(found["ids"], found["documents"], found["metadatas"], strict=True)
+                        if m is not None and is_committed(m, versions))
+            if len(found["ids"]) < limit:
+                break
+            offset += limit
+        return rows[:limit]
+
+    def linked_followups(self, vendor_id: str, criterion: str) -> list[FollowupHit]:
+        """Every follow-up linked to the criterion by hash, whatever any strategy kept, in
+        round order."""
+        chash = criterion_hash(criterion)
+        vendor = self.store.open_vendor(vendor_id)
+        records = ChromaEvidence(vendor.chunks, lambda meta: True)
+        hits = [followup_hit(candidate_from_chunk(chunk), criterion, chash, ["hash"])
+                for chunk in records.by_metadata({"criterion_question_hash": chash})]
+        return by_round(assign_tiers(hits, [], criterion, self.settings.fuzzy_match_threshold))
+
+
+def vendor_status(vendor: VendorCollections) -> VendorStatus:
+    """One vendor's counts, read from one committed state of its store."""
+    # Manifest, chunks, manifest again: an ingest committing in between would count a
+    # document whose chunks were read before (or after) it changed.
+    manifest = read_manifest(vendor)
+    for _ in range(CONSISTENT_READ_ATTEMPTS):
+        records = get_all(vendor.chunks, include=("metadatas",))["metadatas"]
+        again = read_manifest(vendor)
+        if again == manifest:
+            break
+        manifest = again
+    versions = committed_versions(manifest)
+    by_type: Counter[str] = Counter()
+    rounds: set[int] = set()
+    chunks = followups = incomplete = 0
+    for meta in records:
+        if meta.get("source_type") == FOLLOWUP_SOURCE_TYPE:
+            followups += 1
+            rounds.add(int(meta["round_number"]))
+            by_type[str(meta["type"])] += 1
+        elif is_committed(meta, versions):
+            chunks += 1
+            by_type[str(meta["type"])] += 1
+        else:
+            incomplete += 1
+    return VendorStatus(
+        vendor_id=vendor.vendor_id, documents=len(manifest), chunks=chunks,
+        followup_responses=followups, rounds=sorted(rounds),
+        by_type=dict(sorted(by_type.items())), incomplete_chunks=incomplete,
+    )

@@ -1,0 +1,148 @@
+"""The retrieval interface: what stages ask of storage, in the project's own types.
+
+Stages never see a ChromaDB result dictionary. They ask a `CandidateSource` for the nearest
+candidates to a query (the vector search today; a lexical index or a fusion of both can
+stand in its place without a strategy changing) and a `RecordReader` for records by
+metadata or by id. `ChromaEvidence` is both, over one vendor's chunk collection."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from core.store import get_all, present_rows
+
+Where = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Query:
+    """The criterion as every stage sees it."""
+
+    text: str
+    criterion_hash: str
+    embedding: np.ndarray
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """One stored record: its id, text, flat metadata and, when asked for, its vector."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    embedding: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """A record a candidate source found, its score, and whether its ingest completed."""
+
+    chunk: StoredChunk
+    score: float  # the source's own score: cosine similarity for the vector search
+    committed: bool
+
+
+class CandidateSource(Protocol):
+    """The first stage: the `n` records nearest the query, best first."""
+
+    name: str
+
+    def nearest(self, query: Query, n: int, *, where: Where | None = None) -> list[Neighbour]:
+        """Up to `n` committed neighbours, with any uncommitted record ranked among them."""
+        ...
+
+
+class RecordReader(Protocol):
+    """Records looked up, not searched: every match, whatever the collection's size."""
+
+    def ids(self, where: Where) -> list[str]:
+        """The ids of every record whose metadata matches."""
+        ...
+
+    def by_metadata(self, where: Where) -> list[StoredChunk]:
+        """Every record whose metadata matches, with its text."""
+        ...
+
+    def by_ids(self, ids: Sequence[str], *, embeddings: bool = False) -> list[StoredChunk]:
+        """The records of these ids that exist, in the store's order."""
+        ...
+
+
+class ChromaEvidence:
+    """One vendor's chunk collection as a candidate source and a record reader.
+
+    `is_committed` says whether a record belongs to a completed ingest. After an
+    interrupted ingest the collection holds chunks no manifest entry names yet (a new
+    version) or any more (an old one). `nearest` widens its window by the number of such
+    chunks until it holds n committed ones or the whole collection, then cuts it just after
+    the n-th, so the caller still sees (and can report) every uncommitted chunk ranked
+    among them."""
+
+    name = "vector"
+
+    def __init__(self, chunks: Any, is_committed: Callable[[dict[str, Any]], bool],
+                 *, page_size: int = 5000, batch_size: int | None = None) -> None:
+        self._chunks = chunks
+        self._is_committed = is_committed
+        self._page_size = page_size
+        self._batch_size = batch_size
+
+    def nearest(self, query: Query, n: int, *, where: Where | None = None) -> list[Neighbour]:
+        embedding = np.asarray(query.embedding, dtype=np.float32)
+        window = n
+        while True:
+            # No count() first: a write between the two reads would size the window for a
+            # store that no longer exists; ChromaDB answers a wider window with all it has.
+            result = self._chunks.query(query_embeddings=[embedding], n_results=window,
+                                        where=where,
+                                        include=["documents", "metadatas", "distances"])
+            rows = list(zip(result["ids"][0], result["documents"][0], result["metadatas"][0],
+                            result["distances"][0], strict=True))
+            found: list[Neighbour] = []
+            committed = 0
+            for record_id, text, metadata, distance in rows:
+                if metadata is None:  # deleted while the query ran (see present_rows)
+                    continue
+                ok = bool(self._is_committed(metadata))
+                found.append(Neighbour(StoredChunk(record_id, text, dict(metadata)),
+                                       1.0 - float(distance), ok))
+                committed += ok
+                if committed == n:
+                    break
+            if committed >= n or len(rows) < window:
+                return found
+            # committed < n here, so the next window is strictly wider than this one. It is
+            # not capped by count(): while another thread writes, a count read a moment ago
+            # can be too low and would end the widening early.
+            window = n + len(rows) - committed
+
+    def ids(self, where: Where) -> list[str]:
+        return [i for i, _ in self._pages(where, include=())]
+
+    def by_metadata(self, where: Where) -> list[StoredChunk]:
+        return [StoredChunk(i, row["documents"], dict(row["metadatas"]))
+                for i, row in self._pages(where, include=("documents", "metadatas"))]
+
+    def by_ids(self, ids: Sequence[str], *, embeddings: bool = False) -> list[StoredChunk]:
+        include = ["documents", "metadatas"] + (["embeddings"] if embeddings else [])
+        batch = self._batch_size or len(ids) or 1
+        chunks: list[StoredChunk] = []
+        for start in range(0, len(ids), batch):
+            page = self._chunks.get(ids=list(ids[start : start + batch]), include=include)
+            for position in present_rows(page, include):
+                vector = (np.asarray(page["embeddings"][position], dtype=np.float32)
+                          if embeddings else None)
+                chunks.append(StoredChunk(page["ids"][position], page["documents"][position],
+                                          dict(page["metadatas"][position]), vector))
+        return chunks
+
+    def _pages(self, where: Where | None, include: Sequence[str]
+               ) -> list[tuple[str, dict[str, Any]]]:
+        found = get_all(self._chunks, where=where, include=include, page_size=self._page_size)
+        return [(record_id, {name: found[name][i] for name in include})
+                for i, record_id in enumerate(found["ids"])]
+
