@@ -146,9 +146,9 @@ def retrieve(
     ] = OutputFormat.json,
 ) -> None:
     """Retrieve the evidence for each criterion and print the trace, context or prompt."""
+    from core.config import MAX_CRITERION_CHARS
     from core.ingest.sample import load_criteria
     from core.strategies import get_strategy
-    from core.workbench import MAX_CRITERION_CHARS
 
     if (criterion is None) == (criteria_file is None):
         raise UserInputError("Give exactly one of --criterion TEXT or --criteria-file FILE.")
@@ -251,6 +251,12 @@ def _sentence(message: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; user mistakes exit 2 and program faults exit 1, each in one line."""
+    from core.installation import installation_problem
+
+    problem = installation_problem()
+    if problem:
+        print(f"evidence: error: {problem}", file=sys.stderr)
+        return 1
     try:
         result = app(args=argv, prog_name="evidence", standalone_mode=False)
         return result if isinstance(result, int) else 0
