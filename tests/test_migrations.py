@@ -1,0 +1,100 @@
+"""Store migrations: a store written by an older schema is upgraded in place, step by step,
+and a step interrupted half-way is finished by the next open."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.config import Settings
+from core.migrations import FIRST_SCHEMA_VERSION, MIGRATIONS, upgrade
+from core.store import MANIFEST_GENERATION_ID, SCHEMA_VERSION, manifest_generation
+from core.workbench import Workbench
+from tests.conftest import AES_CRITERION, SAMPLE_DATA
+from tests.fakes import FakeEmbedder, FakeReranker
+
+POLICY = SAMPLE_DATA / "vendors" / "acme" / "documents" / "encryption_standard.md"
+ROUND = {
+    "vendor_id": "acme", "round_number": 1, "timestamp": "2024-01-10T09:00:00Z",
+    "responses": [{"criterion_question_text": AES_CRITERION,
+                   "question_text": "Is data at rest encrypted with AES-256?",
+                   "answer_text": "Yes, AES-256 for every volume."}],
+}
+
+
+def fresh(settings: Settings) -> Workbench:
+    return Workbench(settings, embedder=FakeEmbedder(), reranker=FakeReranker())
+
+
+def as_version_1(settings: Settings) -> None:
+    """Rewrite a current store as schema version 1 wrote it: no manifest generation record,
+    version 1 in both collections."""
+    vendor = fresh(settings).store.open_vendor("acme")
+    vendor.manifest.delete(ids=[MANIFEST_GENERATION_ID])
+    for collection in (vendor.chunks, vendor.manifest):
+        collection.modify(metadata={**collection.metadata, "schema_version": 1})
+
+
+@pytest.fixture
+def version_1_store(settings) -> Settings:
+    bench = fresh(settings)
+    bench.ingest_documents("acme", [POLICY])
+    bench.ingest_questionnaire(ROUND)
+    as_version_1(settings)
+    return settings
+
+
+def recorded(settings: Settings) -> dict[str, object]:
+    vendor = fresh(settings).store.client
+    return {c.name: (c.metadata or {}).get("schema_version")
+            for c in vendor.list_collections()}
+
+
+def test_the_steps_are_ordered_and_lead_to_the_current_version():
+    versions = [m.version for m in MIGRATIONS]
+    assert versions == list(range(FIRST_SCHEMA_VERSION + 1, SCHEMA_VERSION + 1))
+    assert len({m.name for m in MIGRATIONS}) == len(MIGRATIONS)
+
+
+def test_step_2_records_a_manifest_generation_and_the_store_reads_as_before(
+        version_1_store, settings):
+    before = fresh(settings)
+    vendor = before.store.client.get_collection("vendor__acme__manifest")
+    assert vendor.get(ids=[MANIFEST_GENERATION_ID])["ids"] == []
+
+    bench = fresh(settings)
+    (status,) = bench.status("acme")
+    assert status.documents == 1 and status.rounds == [1]
+    assert set(recorded(settings).values()) == {SCHEMA_VERSION}
+    assert manifest_generation(bench.store.open_vendor("acme")) is not None
+    trace = bench.retrieve("acme", AES_CRITERION)
+    assert [f.round_number for f in trace.followups] == [1]
+    assert "encryption_standard.md" in {c.source for c in trace.evidence}
+
+
+def test_step_2_interrupted_before_its_version_was_recorded_is_finished_by_the_next_open(
+        version_1_store, settings):
+    # The step ran (a generation exists) but the process died before either collection
+    # recorded version 2.
+    vendor = fresh(settings).store.client.get_collection("vendor__acme__manifest")
+    vendor.upsert(ids=[MANIFEST_GENERATION_ID], metadatas=[{"generation": "kept"}],
+                  embeddings=[[1.0]], documents=["manifest generation"])
+    bench = fresh(settings)
+    assert bench.status("acme")[0].documents == 1
+    assert set(recorded(settings).values()) == {SCHEMA_VERSION}
+    # Run again, the step changed nothing it had already done.
+    assert manifest_generation(bench.store.open_vendor("acme")) == "kept"
+
+
+def test_a_store_half_recorded_as_upgraded_is_finished(version_1_store, settings):
+    """The manifest recorded version 2, the chunks collection not yet."""
+    manifest = fresh(settings).store.client.get_collection("vendor__acme__manifest")
+    manifest.modify(metadata={**manifest.metadata, "schema_version": 2})
+    assert sorted(recorded(settings).values()) == [1, 2]
+    assert fresh(settings).status("acme")[0].rounds == [1]
+    assert set(recorded(settings).values()) == {SCHEMA_VERSION}
+
+
+def test_upgrade_runs_only_the_steps_a_vendor_has_not_had(settings):
+    bench = fresh(settings)
+    bench.ingest_questionnaire(ROUND)
+    assert upgrade(bench.store.open_vendor("acme")) == []
