@@ -7,10 +7,14 @@ import streamlit as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from any folder
 
+from core.installation import installation_problem  # noqa: E402
 from core.strategies import DEFAULT_STRATEGY, STRATEGIES  # noqa: E402
 from dashboard import resources  # noqa: E402
 
 st.set_page_config(page_title="Evidence precedence workbench", layout="wide")
+if problem := installation_problem():  # another distribution's `core` beside ours
+    st.error(problem)
+    st.stop()
 resources.ensure_sample_data(resources.get_workbench())
 
 vendors = resources.vendor_ids()
