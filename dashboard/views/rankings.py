@@ -226,7 +226,11 @@ def render() -> None:
         st.markdown(f"**{trace.strategy}** multiplies follow-up document scores by "
                     f"**x{factor:g}**" + (f" (a boosted score never exceeds {cap:g})" if cap
                                           else "")
-                    + ", then re-sorts; \"Up N\" / \"Down N\" mark how far each item moved.")
+                    + ", then re-sorts; \"Up N\" / \"Down N\" mark how far each item moved. "
+                    + (f"Here it moved {trace.boost.moved} of {len(trace.reranked)} candidates "
+                       f"({trace.boost.boosted} follow-up document chunks boosted)."
+                       if trace.boost.changed_ranking else
+                       "Here it changed no rank."))
     else:
         st.info(f"The {trace.strategy} strategy applies no boost: both rankings are the same. "
                 "The what-if below shows what a boost would change.")
