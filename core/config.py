@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -87,6 +88,41 @@ class Settings(BaseSettings):
     # may take the low tier; any other unlinked follow-up competes as ordinary evidence.
     typo_word_similarity: float = Field(0.75, ge=0.0, le=1.0)
     typo_max_words: int = Field(2, ge=0)
+
+    # Lexical index (BM25, SQLite FTS5) beside the vectors, derived from the store. Its files
+    # live in lexical_dir; by default the store's own folder (embedded) or a per-server
+    # folder under ~/.cache/evidence-workbench (server).
+    lexical_dir: Path | None = None
+    lexical_first_stage_n: int = Field(100, ge=1)
+    # Reciprocal rank fusion: score = sum of 1 / (rrf_k + rank) over the lists (Cormack 2009).
+    rrf_k: int = Field(60, ge=1)
+
+    # Seed 001: the conversation. The last user and assistant messages are always in the
+    # history; similar earlier messages fill it up to history_window.
+    history_window: int = Field(5, ge=2)
+    min_recent_messages: int = Field(2, ge=0)
+    source_anchoring_enabled: bool = True
+    # "seed": seed 001's additive 0.3 on the fused score; "calibrated": a boost in fused-score
+    # units (anchor_fused_ranks ranks' worth of 1 / (rrf_k + 1)).
+    source_anchoring: Literal["seed", "calibrated"] = "calibrated"
+    source_anchoring_boost: float = Field(0.3, ge=0.0)
+    anchor_fused_ranks: float = Field(0.5, ge=0.0)
+
+    # Seed 004: the question-answering pipeline.
+    qa_first_stage_n: int = Field(10, ge=1)
+    qa_candidate_cap: int = Field(7, ge=1)
+    qa_answer_n: int = Field(4, ge=1)
+    qa_suggestion_n: int = Field(2, ge=0)
+    # Which cross-encoder reranks: FlashRank's ONNX models, or a sentence-transformers
+    # CrossEncoder (a model name or a local folder).
+    reranker: Literal["flashrank", "cross-encoder"] = "flashrank"
+    cross_encoder_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+
+    # An optional OpenAI-compatible chat-completions endpoint (Ollama /v1, vLLM, llama.cpp).
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = None
+    llm_timeout_s: float = Field(60.0, gt=0.0, le=3600.0)
 
     # Recorded benchmark results the dashboard shows.
     benchmark_results: Path = BENCHMARK_RESULTS_DIR
