@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+	-$(BIN)/evidence models || true
 
 dashboard: install
 	$(BIN)/streamlit run dashboard/app.py

@@ -33,6 +33,11 @@ class OutputFormat(StrEnum):
     prompt = "prompt"
 
 
+class AskFormat(StrEnum):
+    json = "json"
+    text = "text"
+
+
 class BenchFormat(StrEnum):
     json = "json"
     table = "table"
@@ -140,7 +145,8 @@ def retrieve(
     criteria_file: Annotated[Path | None, typer.Option(
         help="One criterion per line; blank lines skipped.")] = None,
     strategy: Annotated[str, typer.Option(
-        help="semantic, hash_extraction, doc_boost, tiered or precedence.")] = "precedence",
+        help="semantic, hash_extraction, doc_boost, tiered, precedence or hybrid.")
+    ] = "precedence",
     output_format: Annotated[OutputFormat, typer.Option(
         "--format", help="json (the trace), xml (the LLM context) or prompt.")
     ] = OutputFormat.json,
@@ -171,6 +177,66 @@ def retrieve(
 
 
 @app.command()
+def ask(
+    ctx: typer.Context,
+    question: Annotated[str, typer.Argument(help="The question, in your own words.")],
+    vendor: Annotated[str, typer.Option(help="Vendor id.")],
+    conversation: Annotated[str | None, typer.Option(
+        help="Continue this conversation (see `evidence conversations`); a new one starts "
+             "without it.")] = None,
+    output_format: Annotated[AskFormat, typer.Option(
+        "--format", help="json (the whole turn) or text (the answer and its sources).")
+    ] = AskFormat.json,
+) -> None:
+    """Ask the vendor's evidence a question; each answer is kept in a conversation."""
+    workbench = _workbench(ctx)
+    turn = workbench.ask(vendor, _utf8_argument("QUESTION", question),
+                         None if conversation is None
+                         else _utf8_argument("--conversation", conversation))
+    for note in turn.notes:
+        print(f"evidence: note: {_sentence(note)}", file=sys.stderr)
+    if output_format is AskFormat.json:
+        _emit(turn.model_dump(mode="json"))
+        return
+    from core.conversation.answer import label
+
+    kind = "continues the previous answer" if turn.continuation.is_continuation else (
+        "starts a topic")
+    typer.echo(f"Conversation {turn.conversation_id}, turn {turn.turn}: {kind}. "
+               f"{turn.continuation.reason}")
+    typer.echo(f"Searched for: {turn.search_query}")
+    if turn.anchor_documents:
+        typer.echo(f"Anchored to: {', '.join(turn.anchor_documents)} ({turn.anchoring})")
+    typer.echo("")
+    typer.echo(turn.answer)
+    if turn.answered_by != "excerpts":
+        typer.echo("\nSources:")
+        for i, evidence in enumerate(turn.answer_evidence, start=1):
+            typer.echo(f"[{i}] {label(evidence)}")
+    if turn.suggested_questions:
+        typer.echo("\nYou could ask next: " + " | ".join(turn.suggested_questions))
+    elif turn.related:
+        typer.echo("\nRelated: " + " | ".join(turn.related))
+
+
+@app.command()
+def conversations(
+    ctx: typer.Context,
+    vendor: Annotated[str, typer.Option(help="Vendor id.")],
+    show: Annotated[str | None, typer.Option(
+        help="Print every turn of this conversation, as `evidence ask` printed it.")] = None,
+) -> None:
+    """List the vendor's conversations, or show one turn by turn."""
+    workbench = _workbench(ctx)
+    if show is None:
+        for summary in workbench.conversations(vendor):
+            _emit(summary.model_dump(mode="json"))
+        return
+    for turn in workbench.conversation(vendor, _utf8_argument("--show", show)):
+        _emit(turn.model_dump(mode="json"))
+
+
+@app.command()
 def bench(
     ctx: typer.Context,
     chunks: Annotated[int, typer.Option(help="Chunks in the throw-away store.")] = 10_000,
@@ -194,6 +260,140 @@ def bench(
         typer.echo(format_table(result))
     else:
         _emit(result.model_dump(mode="json"))
+
+
+@app.command()
+def models(
+    ctx: typer.Context,
+    download: Annotated[bool, typer.Option(
+        "--download", help="Fetch the models that are missing (needs "
+        "EVIDENCE_ALLOW_MODEL_DOWNLOADS=1 and a network); every network wait is capped by "
+        "EVIDENCE_MODEL_DOWNLOAD_TIMEOUT_S.")] = False,
+) -> None:
+    """One JSON line per model the workbench uses (embedding, reranker): its name, where it
+    is read from, whether it is present, and the runtime that runs it."""
+    from core.errors import ModelUnavailableError
+
+    settings = _settings(ctx)
+    wanted = [model for model in _workbench_models(settings) if not model.present]
+    if download and wanted and not settings.allow_model_downloads:
+        raise UserInputError(
+            "Model downloads are off; run with EVIDENCE_ALLOW_MODEL_DOWNLOADS=1 to let "
+            f"--download fetch {', '.join(repr(m.name) for m in wanted)}.")
+    failures: list[str] = []
+    fetched: set[str] = set()
+    if download and wanted:
+        from huggingface_hub.utils import logging as hub_logging
+
+        hub_logging.set_verbosity_error()  # the hub logs every retry; one sentence says it
+    for model in wanted if download else []:
+        # Offline, the hub would retry each file for half a minute before giving up.
+        unreachable = _unreachable(model.download_host, settings.model_download_timeout_s)
+        try:
+            if unreachable:
+                raise ModelUnavailableError(
+                    f"this machine cannot reach {model.download_host} ({unreachable})")
+            model.fetch()
+            fetched.add(model.role)
+        except ModelUnavailableError as exc:
+            failures.append(_download_failure(model, exc))
+    for model in _workbench_models(settings):
+        line = model.report()
+        if download:
+            line["downloaded"] = model.role in fetched
+        _emit(line)
+    if failures:
+        raise ModelUnavailableError(failures[0])
+
+
+def _unreachable(host: str, timeout_s: float) -> str | None:
+    """Why `host` cannot be reached over HTTPS, or None when it can, or when a proxy will
+    decide that."""
+    import socket
+
+    if any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY",
+                                              "all_proxy")):
+        return None
+    try:
+        with socket.create_connection((host, 443), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        return " ".join(str(exc).split()) or type(exc).__name__
+
+
+class _WorkbenchModel:
+    """One model the workbench uses, as `evidence models` reports and fetches it."""
+
+    def __init__(self, role: str, name: str, location: str, present: bool, runtime: str,
+                 download_host: str, fetch: Callable[[], None], without_it: str,
+                 copy_hint: str) -> None:
+        self.role, self.name, self.location, self.present = role, name, location, present
+        self.runtime, self.download_host, self.fetch = runtime, download_host, fetch
+        self.without_it, self.copy_hint = without_it, copy_hint
+
+    @property
+    def way_out(self) -> str:
+        return ("on a connected machine run EVIDENCE_ALLOW_MODEL_DOWNLOADS=1 evidence models "
+                f"--download, or {self.copy_hint}")
+
+    def report(self) -> dict:
+        line = {"model": self.role, "name": self.name, "location": self.location,
+                "present": self.present, "runtime": self.runtime}
+        if not self.present:
+            line["note"] = f"{self.without_it}; {self.way_out}."
+        return line
+
+
+def _workbench_models(settings: Settings) -> list[_WorkbenchModel]:
+    """The embedding model and the configured reranker, read from disk, none loaded."""
+    from core.embedding import SentenceTransformerEmbedder, resolve_model_location
+    from core.rerank import (
+        cached_hub_model,
+        configured_reranker,
+        hub_cache_location,
+        hub_download_host,
+        package_version,
+    )
+
+    def fetch_embedding() -> None:
+        SentenceTransformerEmbedder(
+            settings.embedding_model, allow_downloads=True,
+            download_timeout_s=settings.model_download_timeout_s).warm_up()
+
+    def fetch_reranker() -> None:
+        configured_reranker(settings, allow_downloads=True).warm_up()
+
+    name = settings.embedding_model
+    folder = Path(resolve_model_location(name)).expanduser()
+    if folder.exists():
+        location, present = str(folder), True
+    else:
+        # The embedder reads a model name through the hub only while downloads are allowed.
+        cached = cached_hub_model(name)
+        location = str(cached) if cached else hub_cache_location(name)
+        present = cached is not None and settings.allow_model_downloads
+    embedding = _WorkbenchModel(
+        "embedding", name, location, present,
+        f"sentence-transformers {package_version('sentence-transformers')} on torch "
+        f"{package_version('torch')} (cpu)", hub_download_host(), fetch_embedding,
+        "nothing can be ingested or retrieved without it",
+        "set EVIDENCE_EMBEDDING_MODEL to a copied model folder")
+    reranker = configured_reranker(settings)
+    copy_hint = (f"copy the model folder to {reranker.location}"
+                 if settings.reranker == "flashrank" else
+                 "set EVIDENCE_CROSS_ENCODER_MODEL to a copied model folder")
+    reranking = _WorkbenchModel(
+        "reranker", reranker.name, reranker.location, reranker.is_present(), reranker.runtime,
+        reranker.download_host, fetch_reranker,
+        "retrieval keeps first-stage order without it", copy_hint)
+    return [embedding, reranking]
+
+
+def _download_failure(model: _WorkbenchModel, exc: BaseException) -> str:
+    """One sentence: the model, why it could not be had, and the way out."""
+    why = " ".join(str(exc).split())[:300].rstrip(".")
+    return (f"The {model.role} model '{model.name}' could not be downloaded: {why}; "
+            f"{model.way_out}.")
 
 
 @contextmanager

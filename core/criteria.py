@@ -1,4 +1,4 @@
-"""The one check a criterion passes before anything is retrieved for it."""
+"""The one check a criterion or a question passes before anything is retrieved for it."""
 
 from __future__ import annotations
 
@@ -6,23 +6,32 @@ from core.config import MAX_CRITERION_CHARS
 from core.errors import UserInputError
 
 
-def check_criterion(criterion: object) -> str:
-    """The criterion with its ends trimmed, or a one-sentence refusal."""
-    if not isinstance(criterion, str):
-        raise UserInputError(
-            f"The criterion must be text, not {type(criterion).__name__}.")
-    if not criterion.strip():
-        raise UserInputError("The criterion is empty; give the criterion question to retrieve for.")
+def _check_text(text: object, what: str, empty: str) -> str:
+    if not isinstance(text, str):
+        raise UserInputError(f"The {what} must be text, not {type(text).__name__}.")
+    if not text.strip():
+        raise UserInputError(f"The {what} is empty; {empty}.")
     try:
-        criterion.encode("utf-8")
+        text.encode("utf-8")
     except UnicodeEncodeError:
         raise UserInputError(
-            "The criterion holds a character that is not valid Unicode text (a lone "
+            f"The {what} holds a character that is not valid Unicode text (a lone "
             "surrogate).") from None
-    if "\x00" in criterion:
-        raise UserInputError("The criterion contains a NUL byte.")
-    if len(criterion) > MAX_CRITERION_CHARS:
+    if "\x00" in text:
+        raise UserInputError(f"The {what} contains a NUL byte.")
+    if len(text) > MAX_CRITERION_CHARS:
         raise UserInputError(
-            f"The criterion is {len(criterion)} characters long; at most {MAX_CRITERION_CHARS} "
+            f"The {what} is {len(text)} characters long; at most {MAX_CRITERION_CHARS} "
             "are allowed.")
-    return criterion.strip()
+    return text.strip()
+
+
+def check_criterion(criterion: object) -> str:
+    """The criterion with its ends trimmed, or a one-sentence refusal."""
+    return _check_text(criterion, "criterion", "give the criterion question to retrieve for")
+
+
+def check_question(question: object) -> str:
+    """A reviewer's question with its ends trimmed, or a one-sentence refusal (the same
+    limits as a criterion: both are searched the same way)."""
+    return _check_text(question, "question", "type what you want to know about the vendor")

@@ -6,7 +6,8 @@ import math
 import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -183,3 +184,31 @@ class SentenceTransformerEmbedder(Embedder):
             convert_to_numpy=True, show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
+
+
+class QueryEmbeddings:
+    """Query vectors by text, the most recent `size` kept: a criterion asked again (by a page,
+    a comparison, a conversation) is embedded once per process. Safe between threads."""
+
+    def __init__(self, embedder: Callable[[], Embedder], size: int = 512) -> None:
+        self._embedder = embedder
+        self._size = size
+        self._lock = threading.Lock()
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def get(self, text: str) -> np.ndarray:
+        with self._lock:
+            cached = self._vectors.get(text)
+            if cached is not None:
+                self._vectors.move_to_end(text)
+                return cached
+        vector = self._embedder().embed([text])[0]
+        with self._lock:
+            self._vectors[text] = vector
+            while len(self._vectors) > self._size:
+                self._vectors.popitem(last=False)
+        return vector
+
+    def clear(self) -> None:
+        with self._lock:
+            self._vectors.clear()

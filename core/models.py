@@ -218,9 +218,26 @@ class Candidate(BaseModel):
     round_number: int | None = None
     text: str
     first_stage_score: float | None = Field(
-        None, description="cosine similarity of query and chunk embeddings (1 - distance)"
+        None, description="the first stage's score: cosine similarity of query and chunk "
+                          "embeddings (1 - distance) for the vector search; the fused score "
+                          "(vector and lexical, reciprocal rank fusion) for a hybrid one"
     )
     first_stage_rank: int | None = None
+    vector_rank: int | None = Field(
+        None, description="hybrid first stage: rank in the vector search's list (1 = best); "
+                          "None where that list did not hold the chunk or no fusion ran")
+    vector_score: float | None = Field(
+        None, description="hybrid first stage: cosine similarity of query and chunk "
+                          "embeddings; None where the vector list did not hold the chunk")
+    lexical_rank: int | None = Field(
+        None, description="hybrid first stage: rank in the lexical (BM25) list (1 = best); "
+                          "None where that list did not hold the chunk or no fusion ran")
+    lexical_score: float | None = Field(
+        None, description="hybrid first stage: BM25 score (SQLite FTS5, negated so higher "
+                          "is better); None where the lexical list did not hold the chunk")
+    fused_score: float | None = Field(
+        None, description="hybrid first stage: reciprocal rank fusion, the sum of "
+                          "1 / (rrf_k + rank) over the lists holding the chunk")
     rerank_score: float | None = Field(None, description="cross-encoder relevance, 0..1")
     boost: float = 1.0
     final_score: float | None = None

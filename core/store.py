@@ -24,6 +24,7 @@ SCHEMA_VERSION = 2
 CONSISTENT_READ_ATTEMPTS = 5
 _CHUNKS_SUFFIX = "__chunks"
 _MANIFEST_SUFFIX = "__manifest"
+_CONVERSATIONS_SUFFIX = "__conversations"
 _PREFIX = "vendor__"
 # A record of the manifest collection that is not a document: every commit rewrites it in
 # the same write as the document's entry, so readers can tell in one small read whether the
@@ -42,6 +43,10 @@ def chunks_collection_name(vendor_id: str) -> str:
 
 def manifest_collection_name(vendor_id: str) -> str:
     return f"{_PREFIX}{vendor_id}{_MANIFEST_SUFFIX}"
+
+
+def conversations_collection_name(vendor_id: str) -> str:
+    return f"{_PREFIX}{vendor_id}{_CONVERSATIONS_SUFFIX}"
 
 
 def check_vendor_id(vendor_id: object) -> str:
@@ -168,6 +173,20 @@ class EvidenceStore:
         with self._lock:
             self._opened[vendor_id] = opened
         return opened
+
+    def conversations(self, vendor_id: str, *, create: bool = False) -> Any | None:
+        """The vendor's conversation messages (a collection of its own, made at the first
+        question: a store written before conversations existed simply has none yet)."""
+        vendor = self.open_vendor(vendor_id)
+        name = conversations_collection_name(vendor.vendor_id)
+        if create:
+            return self.client.get_or_create_collection(
+                name, metadata={"vendor_id": vendor_id, "schema_version": SCHEMA_VERSION},
+                configuration={"hnsw": {"space": "cosine"}}, embedding_function=None)
+        names = {c if isinstance(c, str) else c.name for c in self.client.list_collections()}
+        if name not in names:
+            return None
+        return self.client.get_collection(name, embedding_function=None)
 
     @staticmethod
     def refuse_case_clash(vendor_id: str, existing: Sequence[str]) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,10 @@ import numpy as np
 
 from core.catalog import Catalog
 from core.config import Settings
+from core.conversation.ask import AskPipeline
+from core.conversation.models import AskTurn, ConversationSummary
 from core.criteria import check_criterion
-from core.embedding import Embedder, SentenceTransformerEmbedder
+from core.embedding import Embedder, QueryEmbeddings, SentenceTransformerEmbedder
 from core.hashing import criterion_hash
 from core.ingest.questionnaire import check_batch_vendor_ids, load_payload_file
 from core.ingest.writer import EvidenceWriter
@@ -36,8 +37,6 @@ from core.retrieval.stages import Timings
 from core.store import EvidenceStore
 from core.strategies import DEFAULT_STRATEGY, get_strategy
 
-QUERY_CACHE_SIZE = 512
-
 
 class Workbench:
     """One store, one embedder, one reranker; thread-safe for concurrent retrievals."""
@@ -54,7 +53,7 @@ class Workbench:
             self._reranker_status = RerankerStatus(
                 name=reranker.name, ran=True, reason="reranker supplied by the caller")
         self._lock = threading.Lock()
-        self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._queries = QueryEmbeddings(lambda: self.embedder)
         self.writer = EvidenceWriter(self.settings, self.store, lambda: self.embedder)
         self.catalog = Catalog(self.settings, self.store)
         self.runner = StrategyRunner(self.settings, self.store)
@@ -81,22 +80,11 @@ class Workbench:
 
     def embed_query(self, text: str) -> np.ndarray:
         """The query embedding, cached: the same criterion is embedded once per process."""
-        with self._lock:
-            cached = self._query_cache.get(text)
-            if cached is not None:
-                self._query_cache.move_to_end(text)
-                return cached
-        vector = self.embedder.embed([text])[0]
-        with self._lock:
-            self._query_cache[text] = vector
-            while len(self._query_cache) > QUERY_CACHE_SIZE:
-                self._query_cache.popitem(last=False)
-        return vector
+        return self._queries.get(text)
 
     def forget_query_embeddings(self) -> None:
         """Empty the query-embedding cache (the benchmark times every query from cold)."""
-        with self._lock:
-            self._query_cache.clear()
+        self._queries.clear()
 
     def count_tokens(self, text: str) -> int:
         return self.embedder.count_tokens(text)
@@ -118,9 +106,8 @@ class Workbench:
     def ingest_questionnaires(self, payloads: Sequence[QuestionnairePayload], *,
                               progress: Progress | None = None
                               ) -> Iterator[QuestionnaireIngestReport]:
-        """Several rounds: every vendor id of the batch is checked before the first round is
-        written, so a refusal never leaves half of the batch applied; then one report per
-        round as it is stored."""
+        """Several rounds: every vendor id is checked before the first is written (a refusal
+        never leaves half a batch), then one report per round as it is stored."""
         check_batch_vendor_ids((p.vendor_id for p in payloads), self.store, self.embedder.name)
         for payload in payloads:
             yield self.ingest_questionnaire(payload, progress=progress)
@@ -152,6 +139,26 @@ class Workbench:
     def linked_followups(self, vendor_id: str, criterion: str) -> list[FollowupHit]:
         """Every follow-up linked to the criterion by hash, whatever any strategy kept."""
         return self.catalog.linked_followups(vendor_id, check_criterion(criterion))
+
+    # Ask --------------------------------------------------------------------------------
+
+    def ask(self, vendor_id: str, question: str, conversation_id: str | None = None, *,
+            anchored: bool = True, save: bool = True) -> AskTurn:
+        """Answer one question of a conversation (new without an id), stored with its sources."""
+        return AskPipeline(self).ask(vendor_id, question, conversation_id, anchored=anchored,
+                                     save=save)
+
+    def rerun(self, vendor_id: str, turn: AskTurn, *, anchored: bool) -> AskTurn:
+        """A stored turn searched again with its own query, anchored or not; nothing stored."""
+        return AskPipeline(self).rerun(vendor_id, turn, anchored=anchored)
+
+    def conversations(self, vendor_id: str) -> list[ConversationSummary]:
+        """The vendor's conversations, oldest first."""
+        return self.catalog.conversations(vendor_id)
+
+    def conversation(self, vendor_id: str, conversation_id: str) -> list[AskTurn]:
+        """Every turn of one of the vendor's conversations; another vendor's id is refused."""
+        return self.catalog.conversation(vendor_id, conversation_id)
 
     # Retrieve ----------------------------------------------------------------------------
 

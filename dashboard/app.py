@@ -52,6 +52,9 @@ page = st.navigation({
         st.Page(views / "rounds.py", title="Round progression", icon=":material/timeline:"),
         st.Page(views / "context.py", title="LLM context", icon=":material/description:"),
     ],
+    "Conversation": [
+        st.Page(views / "ask.py", title="Ask the evidence", icon=":material/forum:"),
+    ],
     "Quality": [
         st.Page(views / "quality.py", title="Strategy quality", icon=":material/query_stats:"),
     ],

@@ -12,6 +12,7 @@ import streamlit as st
 
 from core.bench.results import LoadedResults, load_results
 from core.config import Settings
+from core.conversation.models import AskTurn, ConversationSummary
 from core.errors import EvidenceError
 from core.ingest.sample import DEFAULT_SAMPLE_DIR, ingest_sample, load_criteria
 from core.models import FollowupHit, RetrievalTrace
@@ -59,6 +60,30 @@ def ensure_sample_data(workbench: Workbench) -> None:
         store_changed()
     finally:
         _FIRST_START.release()
+
+
+# Conversations are read fresh on every run: a turn asked in another session (or from the
+# command line) shows at once, and nothing of one vendor's is cached under another's key.
+def conversations(vendor_id: str) -> list[ConversationSummary]:
+    """The vendor's conversations, oldest first."""
+    return get_workbench().conversations(vendor_id)
+
+
+def conversation_turns(vendor_id: str, conversation_id: str) -> list[AskTurn]:
+    """Every turn of one of the vendor's conversations."""
+    return get_workbench().conversation(vendor_id, conversation_id)
+
+
+def ask(vendor_id: str, question: str, conversation_id: str | None) -> AskTurn:
+    """Ask, with a spinner; the turn is stored before it is shown."""
+    with st.spinner("Searching the evidence..."):
+        return get_workbench().ask(vendor_id, question, conversation_id)
+
+
+def rerun_unanchored(vendor_id: str, turn: AskTurn) -> AskTurn:
+    """The same turn searched without the anchor boost (nothing is stored)."""
+    with st.spinner("Running the turn unanchored..."):
+        return get_workbench().rerun(vendor_id, turn, anchored=False)
 
 
 def store_changed() -> None:

@@ -35,7 +35,9 @@ def _isolated_environment(tmp_path, monkeypatch):
     """No test reads the developer's store, settings or FlashRank cache."""
     for name in ("EVIDENCE_STORE", "EVIDENCE_CHROMA_HOST", "EVIDENCE_CHROMA_PORT",
                  "EVIDENCE_RERANKER_CACHE_DIR", "EVIDENCE_EMBEDDING_MODEL",
-                 "EVIDENCE_ALLOW_MODEL_DOWNLOADS", "EVIDENCE_MODEL_DOWNLOAD_TIMEOUT_S"):
+                 "EVIDENCE_ALLOW_MODEL_DOWNLOADS", "EVIDENCE_MODEL_DOWNLOAD_TIMEOUT_S",
+                 "EVIDENCE_LLM_BASE_URL", "EVIDENCE_LLM_MODEL", "EVIDENCE_LLM_API_KEY",
+                 "EVIDENCE_RERANKER", "EVIDENCE_LEXICAL_DIR"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("EVIDENCE_RERANKER_CACHE_DIR", str(tmp_path / "flashrank-cache"))
 

@@ -9,8 +9,10 @@ from core.config import Settings
 from core.context import format_context_xml, format_prompt
 from core.models import RerankerStatus, RetrievalTrace, SeedConstants
 from core.rerank import Reranker
+from core.retrieval.fusion import HybridSearch
+from core.retrieval.lexical import LexicalIndex
 from core.retrieval.links import FollowupLinks
-from core.retrieval.source import ChromaEvidence, Query
+from core.retrieval.source import CandidateSource, ChromaEvidence, Query
 from core.retrieval.stages import RetrievalEnv, Timings
 from core.store import (
     CONSISTENT_READ_ATTEMPTS,
@@ -42,6 +44,30 @@ class StrategyRunner:
         return ChromaEvidence(vendor.chunks, lambda meta: is_committed(meta, versions),
                               batch_size=self.store.max_batch_size())
 
+    def lexical(self, vendor: VendorCollections, versions: dict[str, str]) -> LexicalIndex:
+        """The vendor's BM25 index, synced to these committed versions."""
+        index = LexicalIndex.for_vendor(self.settings, vendor, versions)
+        index.sync()
+        return index
+
+    def hybrid(self, vendor: VendorCollections, versions: dict[str, str],
+               evidence: ChromaEvidence | None = None) -> HybridSearch:
+        """The vector search and the synced lexical index fused by reciprocal rank fusion."""
+        return HybridSearch(evidence or self.evidence(vendor, versions),
+                            self.lexical(vendor, versions),
+                            lexical_n=self.settings.lexical_first_stage_n, k=self.settings.rrf_k)
+
+    def search(self, strategy: Strategy, vendor: VendorCollections, versions: dict[str, str],
+               evidence: ChromaEvidence, timings: Timings) -> CandidateSource:
+        """The first stage the strategy asks for, at these committed versions."""
+        if strategy.search == "vector":
+            return evidence
+        if strategy.search != "hybrid":
+            raise ValueError(f"strategy {strategy.name!r}: search must be 'vector' or "
+                             f"'hybrid', not {strategy.search!r}")
+        with timings.stage("lexical_sync"):
+            return self.hybrid(vendor, versions, evidence)
+
     def run(self, strategy: Strategy, vendor: VendorCollections, query: Query,
             reranker: Reranker | None, reranker_status: RerankerStatus,
             timings: Timings) -> tuple[StrategyResult, list[str]]:
@@ -54,10 +80,11 @@ class StrategyRunner:
         while True:
             attempts += 1
             with timings.stage("manifest"):
-                generation, versions = self._committed_versions(vendor)
+                generation, versions = self.committed_state(vendor)
             evidence = self.evidence(vendor, versions)
+            search = self.search(strategy, vendor, versions, evidence, timings)
             env = RetrievalEnv(
-                settings=self.settings, vendor_id=vendor.vendor_id, search=evidence,
+                settings=self.settings, vendor_id=vendor.vendor_id, search=search,
                 records=evidence, reranker=reranker, reranker_status=reranker_status,
                 read_links=lambda ev=evidence: self.links.read(vendor.vendor_id, ev))
             result = strategy.run(env, query, timings)
@@ -76,7 +103,7 @@ class StrategyRunner:
             env.notes.insert(0, f"No reranker ran: {reranker_status.reason}.")
         return result, env.notes
 
-    def _committed_versions(self, vendor: VendorCollections
+    def committed_state(self, vendor: VendorCollections
                             ) -> tuple[str | None, dict[str, str]]:
         """(manifest generation, doc_key -> committed version); the manifest itself is read
         only when its generation changed since the last read."""

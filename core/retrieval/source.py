@@ -1,8 +1,8 @@
 """The retrieval interface: what stages ask of storage, in the project's own types.
 
 Stages never see a ChromaDB result dictionary. They ask a `CandidateSource` for the nearest
-candidates to a query (the vector search today; a lexical index or a fusion of both can
-stand in its place without a strategy changing) and a `RecordReader` for records by
+candidates to a query (the vector search, the lexical index in `lexical.py`, or their
+fusion in `fusion.py`, without a strategy changing) and a `RecordReader` for records by
 metadata or by id. `ChromaEvidence` is both, over one vendor's chunk collection."""
 
 from __future__ import annotations
@@ -39,11 +39,27 @@ class StoredChunk:
 
 @dataclass(frozen=True)
 class Neighbour:
-    """A record a candidate source found, its score, and whether its ingest completed."""
+    """A record a candidate source found, its score, and whether its ingest completed.
+
+    A fusion of sources fills in the parts its score was made from; a single source leaves
+    them None."""
 
     chunk: StoredChunk
-    score: float  # the source's own score: cosine similarity for the vector search
+    # The source's own score: cosine similarity for the vector search, -bm25() for the
+    # lexical index, the reciprocal-rank-fusion score for the hybrid search.
+    score: float
     committed: bool
+    vector_rank: int | None = None
+    vector_score: float | None = None  # cosine similarity
+    lexical_rank: int | None = None
+    lexical_score: float | None = None  # BM25, higher is better
+    fused_score: float | None = None
+
+    def score_parts(self) -> dict[str, int | float | None]:
+        """The parts of a fused score, by the names a candidate gives them."""
+        return {"vector_rank": self.vector_rank, "vector_score": self.vector_score,
+                "lexical_rank": self.lexical_rank, "lexical_score": self.lexical_score,
+                "fused_score": self.fused_score}
 
 
 class CandidateSource(Protocol):

@@ -93,8 +93,10 @@ def first_stage(env: RetrievalEnv, query: Query, n: int, *,
         if not neighbour.committed:
             stale += 1
             continue
-        candidates.append(candidate_from_chunk(neighbour.chunk, score=neighbour.score,
-                                               rank=len(candidates) + 1))
+        candidate = candidate_from_chunk(neighbour.chunk, score=neighbour.score,
+                                         rank=len(candidates) + 1)
+        parts = {k: v for k, v in neighbour.score_parts().items() if v is not None}
+        candidates.append(candidate.model_copy(update=parts) if parts else candidate)
     if stale:
         env.notes.append(
             f"{stale} chunk(s) of an unfinished document ingest were skipped; run the same "

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from core.errors import UserInputError
-from core.strategies import doc_boost, hash_extraction, precedence, semantic, tiered
+from core.strategies import doc_boost, hash_extraction, hybrid, precedence, semantic, tiered
 from core.strategies.base import Query, Strategy, StrategyResult
 
 STRATEGIES: dict[str, Strategy] = {
     s.name: s for s in (
         semantic.STRATEGY, hash_extraction.STRATEGY, doc_boost.STRATEGY,
-        tiered.STRATEGY, precedence.STRATEGY,
+        tiered.STRATEGY, precedence.STRATEGY, hybrid.STRATEGY,
     )
 }
 DEFAULT_STRATEGY = "precedence"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from core.models import BoostOutcome, Candidate, DroppedFollowup, FollowupHit
 from core.retrieval.source import Query
@@ -27,9 +28,15 @@ class StrategyResult:
 StrategyRun = Callable[[RetrievalEnv, Query, Timings], StrategyResult]
 
 
+# Where a strategy's first stage looks: the vector search alone, or the vector search and
+# the lexical (BM25) index fused by reciprocal rank fusion.
+SearchKind = Literal["vector", "hybrid"]
+
+
 @dataclass(frozen=True)
 class Strategy:
     name: str
     seed: str
     summary: str
     run: StrategyRun
+    search: SearchKind = "vector"

@@ -10,11 +10,14 @@ import pytest
 
 from core.ingest.questionnaire import parse_payload
 from core.quality import StrategyComparison, StrategyRun
+from core.strategies import STRATEGIES as LIVE_STRATEGIES
 from dashboard import resources
 from dashboard.views import quality
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import page
 from tests.support.bench_results import SHARES, STRATEGIES, bench_result, write_results
+
+LIVE = list(LIVE_STRATEGIES)  # what the live comparison runs: every strategy
 
 SOC2 = "Does the vendor have a current SOC 2 Type II report?"
 
@@ -167,9 +170,9 @@ def test_the_live_comparison_counts_each_strategys_linked_answers(
     at.button(key="quality_compare").click().run()
 
     assert not at.exception and not at.error
-    assert len(calls) == 12 * 5
+    assert len(calls) == 12 * len(LIVE)
     rows = summary(at)
-    assert list(rows) == STRATEGIES
+    assert list(rows) == LIVE
     # acme: 9 of the 12 criteria have linked follow-ups, 18 expected answers in all
     assert rows["precedence"]["linked"] == "18/18 (100%)"
     assert rows["precedence"]["complete"] == "9 of 9"
@@ -178,21 +181,22 @@ def test_the_live_comparison_counts_each_strategys_linked_answers(
     assert rows["semantic"]["linked"] == "4/18 (22%)"
     assert rows["semantic"]["complete"] == "1 of 9"
     assert rows["doc_boost"]["complete"] == "1 of 9"
+    assert rows["hybrid"]["linked"] == "18/18 (100%)"  # precedence's design, hybrid search
 
     matrix = table(at, "Linked by hash").set_index("Criterion")
     # precedence, the default, first: in view beside the criterion without scrolling
     assert list(matrix.columns) == ["Linked by hash", "precedence", "semantic",
-                                    "hash_extraction", "doc_boost", "tiered"]
+                                    "hash_extraction", "doc_boost", "tiered", "hybrid"]
     aes = matrix.loc[AES_CRITERION]
     assert aes["Linked by hash"] == "5; latest 3: rounds 3, 4, 5"
     assert aes["precedence"] == "3/3"
     assert aes["semantic"] == "2/3 (missing round 3)"
     assert aes["tiered"] == "2/3 (missing round 3)"
-    assert set(matrix.loc[SOC2, STRATEGIES]) == {"no linked follow-up"}
+    assert set(matrix.loc[SOC2, LIVE]) == {"no linked follow-up"}
     assert matrix.loc[SOC2, "Linked by hash"] == "none"
 
     stages = chart(at, "live_stages")
-    assert [t["y"] for t in stages["data"]][0] == STRATEGIES
+    assert [t["y"] for t in stages["data"]][0] == LIVE
     names = [t["name"] for t in stages["data"]]
     assert "hash_fetch" in names and "total" not in names and "load_model" not in names
     assert not stages["layout"].get("shapes")  # no floor measured live
@@ -200,7 +204,7 @@ def test_the_live_comparison_counts_each_strategys_linked_answers(
     # Redrawing the page, or pressing the button again, does not run anything again.
     at.run()
     at.button(key="quality_compare").click().run()
-    assert len(calls) == 12 * 5
+    assert len(calls) == 12 * len(LIVE)
     assert summary(at)["precedence"]["linked"] == "18/18 (100%)"
 
 

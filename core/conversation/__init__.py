@@ -1,0 +1,1 @@
+"""Conversations with a vendor's evidence: history, continuation, anchoring, the ask pipeline."""

@@ -1,0 +1,65 @@
+"""Seed 001's source anchoring: on a continuation, chunks of the documents that backed the
+previous answer get an additive boost on their fused (reciprocal rank fusion) score.
+
+The seed adds 0.3. With two lists and k=60 the largest fused score is 2/61, about 0.033, so
+0.3 puts every chunk of an anchor document above every other chunk, however irrelevant.
+The calibrated form adds `anchor_fused_ranks` ranks' worth of a first place in one list,
+anchor_fused_ranks / (k + 1): enough to lift a relevant anchor chunk over a comparable
+stranger, too little to lift an irrelevant one over strong evidence elsewhere."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from core.config import Settings
+from core.retrieval.source import CandidateSource, Neighbour, Query, Where
+
+# How far past the asked window the anchored search looks for anchor chunks to lift.
+ANCHOR_WINDOW = 50
+
+
+def anchor_boost(settings: Settings) -> float:
+    """The boost added to an anchor chunk's fused score under the settings in force."""
+    if settings.source_anchoring == "seed":
+        return settings.source_anchoring_boost
+    return settings.anchor_fused_ranks / (settings.rrf_k + 1)
+
+
+def describe(settings: Settings) -> str:
+    """The anchoring in force, in words, for the turn's record."""
+    if settings.source_anchoring == "seed":
+        return f"seed 001: +{settings.source_anchoring_boost:g} on the fused score"
+    return (f"calibrated: +{anchor_boost(settings):.4f} on the fused score "
+            f"({settings.anchor_fused_ranks:g} x 1/(k+1), k={settings.rrf_k})")
+
+
+class AnchoredSearch:
+    """A candidate source whose neighbours from anchor documents get the boost, re-sorted."""
+
+    name = "anchored"
+
+    def __init__(self, inner: CandidateSource, anchor_sources: Sequence[str],
+                 boost: float) -> None:
+        self.inner = inner
+        self.anchors = set(anchor_sources)
+        self.boost = boost
+        self.boosts: dict[str, float] = {}  # chunk id -> boost it received
+
+    def nearest(self, query: Query, n: int, *, where: Where | None = None) -> list[Neighbour]:
+        found = self.inner.nearest(query, max(n, ANCHOR_WINDOW), where=where)
+        boosted = []
+        for neighbour in found:
+            if neighbour.chunk.metadata.get("source") in self.anchors and self.boost:
+                self.boosts[neighbour.chunk.id] = self.boost
+                # The fused score stays as fused; the order follows fused + boost.
+                neighbour = replace(neighbour, score=neighbour.score + self.boost)
+            boosted.append(neighbour)
+        boosted.sort(key=lambda nb: -nb.score)
+        kept, committed = [], 0
+        for neighbour in boosted:
+            kept.append(neighbour)
+            committed += neighbour.committed
+            if committed == n:
+                break
+        return kept

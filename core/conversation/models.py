@@ -1,0 +1,94 @@
+"""What one question of a conversation records: the shape `evidence ask` prints."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from core.models import FollowupHit
+
+Role = Literal["user", "assistant"]
+DecidedBy = Literal["first_turn", "rules", "llm"]
+
+
+class HistoryMessage(BaseModel):
+    """A message the reformulation saw, and why it was in view."""
+
+    turn: int
+    role: Role
+    text: str
+    why: Literal["recent", "similar"] = "recent"
+
+
+class Continuation(BaseModel):
+    """Whether a question continues the previous answer's topic (seed 001's isFollowUp)."""
+
+    is_continuation: bool
+    reason: str = Field(description="one sentence")
+    decided_by: DecidedBy
+    signals: dict[str, Any] = Field(default_factory=dict)
+
+
+class AnswerEvidence(BaseModel):
+    """One chunk of seed 004's split, with every score it was given."""
+
+    id: str
+    source: str
+    page: int | None = None
+    type: str
+    text: str
+    vector_rank: int | None = None
+    vector_score: float | None = Field(None, description="cosine similarity to the query")
+    lexical_rank: int | None = None
+    lexical_score: float | None = Field(None, description="BM25 score (higher is better)")
+    fused_score: float | None = Field(None, description="reciprocal rank fusion score")
+    anchor_boost: float = Field(0.0, description="added to the fused score (anchoring)")
+    rerank_score: float | None = Field(None, description="cross-encoder relevance 0..1")
+    final_score: float | None = None
+    unanchored_rank: int | None = None
+
+
+class AskTurn(BaseModel):
+    """One question and its answer: printed by `evidence ask`, kept in the store."""
+
+    vendor_id: str
+    conversation_id: str
+    turn: int
+    question: str
+    search_query: str
+    continuation: Continuation
+    history: list[HistoryMessage]
+    anchor_documents: list[str]
+    anchoring: str = ""
+    answer: str
+    answered_by: str
+    answer_evidence: list[AnswerEvidence]
+    suggestion_evidence: list[AnswerEvidence]
+    related: list[str] = Field(default_factory=list)
+    suggested_questions: list[str] = Field(default_factory=list)
+    followups: list[FollowupHit] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    asked_at: str = ""
+    reranker: str = ""
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def cited_ids(self) -> list[str]:
+        """The chunks that backed the answer (seed 001's retrievedContextJson)."""
+        return [e.id for e in self.answer_evidence] + [f.id for f in self.followups]
+
+    @property
+    def cited_documents(self) -> list[str]:
+        """The documents the answer drew on, in order of first use."""
+        return list(dict.fromkeys(e.source for e in self.answer_evidence))
+
+
+class ConversationSummary(BaseModel):
+    """One line of `evidence conversations`."""
+
+    conversation_id: str
+    turns: int
+    started: str
+    last: str
+    first_question: str = ""

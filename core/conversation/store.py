@@ -1,0 +1,144 @@
+"""Conversations, kept per vendor in the store beside its evidence.
+
+Every message is a record of the vendor's conversations collection, embedded so earlier
+messages can be found by similarity. A turn (the question and its answer) is one write, so
+a conversation never holds a question without its answer. The answer's record keeps the
+ids of the chunks and the documents that backed it (seed 001's retrievedContextJson) and
+the whole turn as `evidence ask` printed it."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from core.conversation.models import AskTurn, ConversationSummary, HistoryMessage
+from core.errors import UserInputError
+from core.store import EvidenceStore, get_all
+
+CONVERSATION_ID = re.compile(r"c-[0-9a-f]{12}")
+
+
+def new_conversation_id() -> str:
+    return f"c-{uuid.uuid4().hex[:12]}"
+
+
+def _message_id(conversation_id: str, turn: int, role: str) -> str:
+    return f"{conversation_id}-{turn:05d}-{role}"
+
+
+class Conversations:
+    """One vendor's conversations; never reads or writes another vendor's."""
+
+    def __init__(self, store: EvidenceStore, vendor_id: str) -> None:
+        self.store = store
+        self.vendor_id = vendor_id
+
+    def _collection(self, *, create: bool = False) -> Any | None:
+        return self.store.conversations(self.vendor_id, create=create)
+
+    def check_id(self, conversation_id: object) -> str:
+        """The id of an existing conversation of this vendor, or a one-sentence refusal that
+        does not tell whether another vendor has it."""
+        if not isinstance(conversation_id, str) or not CONVERSATION_ID.fullmatch(conversation_id):
+            shown = repr(conversation_id)[:40]
+            raise UserInputError(
+                f"Conversation id {shown} is not valid: ids look like c-1a2b3c4d5e6f (see "
+                "`evidence conversations`).")
+        if not self.turn_count(conversation_id):
+            raise UserInputError(
+                f"Vendor '{self.vendor_id}' has no conversation {conversation_id}; list them "
+                "with `evidence conversations --vendor " + self.vendor_id + "`.")
+        return conversation_id
+
+    def turn_count(self, conversation_id: str) -> int:
+        collection = self._collection()
+        if collection is None:
+            return 0
+        found = collection.get(where={"$and": [{"conversation_id": conversation_id},
+                                               {"role": "assistant"}]}, include=[])
+        return len(found["ids"])
+
+    def messages(self, conversation_id: str) -> list[HistoryMessage]:
+        """Every message of the conversation in order."""
+        collection = self._collection()
+        if collection is None:
+            return []
+        found = get_all(collection, where={"conversation_id": conversation_id},
+                        include=("documents", "metadatas"))
+        messages = [HistoryMessage(turn=int(m["turn"]), role=m["role"], text=text)
+                    for text, m in zip(found["documents"], found["metadatas"], strict=True)]
+        return sorted(messages, key=lambda m: (m.turn, m.role != "user"))
+
+    def similar(self, conversation_id: str, embedding: np.ndarray, n: int,
+                exclude_turns: set[int]) -> list[HistoryMessage]:
+        """The conversation's messages nearest the question, best first, leaving out turns."""
+        collection = self._collection()
+        if collection is None or n <= 0:
+            return []
+        found = collection.query(query_embeddings=[np.asarray(embedding, dtype=np.float32)],
+                                 n_results=n + 2 * len(exclude_turns),
+                                 where={"conversation_id": conversation_id},
+                                 include=["documents", "metadatas"])
+        out = []
+        for text, m in zip(found["documents"][0], found["metadatas"][0], strict=True):
+            if m is None or int(m["turn"]) in exclude_turns:
+                continue
+            out.append(HistoryMessage(turn=int(m["turn"]), role=m["role"], text=text,
+                                      why="similar"))
+        return out[:n]
+
+    def last_turn(self, conversation_id: str) -> AskTurn | None:
+        """The latest turn as it was printed, with the evidence that backed its answer."""
+        turns = self.turns(conversation_id)
+        return turns[-1] if turns else None
+
+    def turns(self, conversation_id: str) -> list[AskTurn]:
+        """Every turn of the conversation, as `evidence ask` printed it."""
+        collection = self._collection()
+        if collection is None:
+            return []
+        found = get_all(collection, where={"$and": [{"conversation_id": conversation_id},
+                                                    {"role": "assistant"}]},
+                        include=("metadatas",))
+        turns = [AskTurn.model_validate_json(m["turn_json"]) for m in found["metadatas"]]
+        return sorted(turns, key=lambda t: t.turn)
+
+    def save(self, turn: AskTurn, vectors: Sequence[np.ndarray]) -> None:
+        """The question and its answer in one write."""
+        collection = self._collection(create=True)
+        common = {"vendor_id": self.vendor_id, "conversation_id": turn.conversation_id,
+                  "turn": turn.turn, "asked_at": turn.asked_at}
+        collection.upsert(
+            ids=[_message_id(turn.conversation_id, turn.turn, "user"),
+                 _message_id(turn.conversation_id, turn.turn, "assistant")],
+            documents=[turn.question, turn.answer],
+            metadatas=[{**common, "role": "user"},
+                       {**common, "role": "assistant",
+                        "chunk_ids": json.dumps(turn.cited_ids),
+                        "documents": json.dumps(turn.cited_documents),
+                        "turn_json": turn.model_dump_json()}],
+            embeddings=np.asarray(vectors, dtype=np.float32),
+        )
+
+    def summaries(self) -> list[ConversationSummary]:
+        """One summary per conversation, oldest first."""
+        collection = self._collection()
+        if collection is None:
+            return []
+        found = get_all(collection, where={"role": "user"}, include=("documents", "metadatas"))
+        by_id: dict[str, list[tuple[int, str, str]]] = {}
+        for text, m in zip(found["documents"], found["metadatas"], strict=True):
+            by_id.setdefault(m["conversation_id"], []).append(
+                (int(m["turn"]), str(m["asked_at"]), text))
+        summaries = []
+        for conversation_id, rows in by_id.items():
+            rows.sort()
+            summaries.append(ConversationSummary(
+                conversation_id=conversation_id, turns=len(rows), started=rows[0][1],
+                last=rows[-1][1], first_question=rows[0][2]))
+        return sorted(summaries, key=lambda s: (s.started, s.conversation_id))

@@ -1,0 +1,88 @@
+"""Reciprocal rank fusion (Cormack et al. 2009), written once, and the hybrid first stage.
+
+RRF adds 1 / (k + rank) over the lists that hold an item; it reads ranks only, so cosine
+similarities and BM25 scores, which live on unrelated scales, need no normalising. With two
+lists and k=60 the largest fused score is 2/61 (about 0.033)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from core.retrieval.source import CandidateSource, Neighbour, Query, Where
+
+
+def ranks_of(ranking: Sequence[str]) -> dict[str, int]:
+    """id -> its rank in one list (1 = first); an id listed twice keeps its better rank."""
+    ranks: dict[str, int] = {}
+    for rank, item in enumerate(ranking, start=1):
+        ranks.setdefault(item, rank)
+    return ranks
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int) -> dict[str, float]:
+    """Fuse rankings of ids (each best first): id -> the sum, over the lists holding it, of
+    1 / (k + rank), ordered best first. Ties go to the better single rank, then to the id
+    met first (the first list read first). An id repeated in one list counts at its best
+    rank only."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"k must be an integer >= 0, got {k!r}")
+    per_list = [ranks_of(ranking) for ranking in rankings]
+    scores: dict[str, float] = {}
+    best: dict[str, int] = {}
+    for ranks in per_list:
+        for item, rank in ranks.items():
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+            best[item] = min(rank, best.get(item, rank))
+    met = {item: i for i, item in enumerate(scores)}
+    order = sorted(scores, key=lambda item: (-scores[item], best[item], met[item]))
+    return {item: scores[item] for item in order}
+
+
+class HybridSearch:
+    """The vector search and the lexical index fused by RRF, as one candidate source.
+
+    Each neighbour keeps every part: its rank and cosine in the vector list, its rank and
+    BM25 score in the lexical list (None where that list did not hold it), and the fused
+    score, which is also its `score`. Ranks count committed records only; records of an
+    unfinished ingest the vector search met are passed on after the fused list, so the first
+    stage can report them."""
+
+    name = "hybrid"
+
+    def __init__(self, vector: CandidateSource, lexical: CandidateSource, *,
+                 lexical_n: int, k: int) -> None:
+        if lexical_n < 1:
+            raise ValueError(f"lexical_n must be >= 1, got {lexical_n!r}")
+        if k < 0:
+            raise ValueError(f"k must be >= 0, got {k!r}")
+        self.vector = vector
+        self.lexical = lexical
+        self.lexical_n = lexical_n
+        self.k = k
+
+    def nearest(self, query: Query, n: int, *, where: Where | None = None) -> list[Neighbour]:
+        """The `n` best by fused score of the vector search's `n` and the lexical index's
+        `lexical_n`, both under the same `where`."""
+        if n <= 0:
+            return []
+        vector_hits = self.vector.nearest(query, n, where=where)
+        lexical_hits = [h for h in self.lexical.nearest(query, self.lexical_n, where=where)
+                        if h.committed]
+        vector_committed = [h for h in vector_hits if h.committed]
+        unfinished = [h for h in vector_hits if not h.committed]
+        by_id = {h.chunk.id: h for h in lexical_hits}
+        by_id.update({h.chunk.id: h for h in vector_committed})  # the store's own copy wins
+        vector_scores = {h.chunk.id: h.score for h in vector_committed}
+        lexical_scores = {h.chunk.id: h.score for h in lexical_hits}
+        vector_ids = [h.chunk.id for h in vector_committed]
+        lexical_ids = [h.chunk.id for h in lexical_hits]
+        vector_ranks, lexical_ranks = ranks_of(vector_ids), ranks_of(lexical_ids)
+        fused = reciprocal_rank_fusion([vector_ids, lexical_ids], self.k)
+        neighbours = [
+            Neighbour(by_id[i].chunk, score, True,
+                      vector_rank=vector_ranks.get(i), vector_score=vector_scores.get(i),
+                      lexical_rank=lexical_ranks.get(i), lexical_score=lexical_scores.get(i),
+                      fused_score=score)
+            for i, score in list(fused.items())[:n]
+        ]
+        return neighbours + unfinished

@@ -1,0 +1,131 @@
+"""Asking the evidence (seeds 001 and 004) on a real ChromaDB store with the fake models:
+turns, history, continuation, anchoring, the split, storage, refusals and isolation."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.errors import UnknownVendorError, UserInputError
+from core.store import get_all
+from core.workbench import Workbench
+from tests.conftest import AES_CRITERION, SAMPLE_DATA
+
+ACME = SAMPLE_DATA / "vendors" / "acme"
+
+
+@pytest.fixture
+def acme(workbench: Workbench) -> Workbench:
+    workbench.ingest_documents("acme", sorted((ACME / "documents").glob("*.md")))
+    for path in sorted((ACME / "questionnaires").glob("round_*.json")):
+        workbench.ingest_questionnaire(workbench.load_questionnaires([path])[0])
+    return workbench
+
+
+def test_a_first_question_starts_a_conversation_with_seed_004s_split(acme):
+    turn = acme.ask("acme", "How are backups protected?")
+    assert turn.turn == 1 and turn.conversation_id.startswith("c-")
+    assert not turn.continuation.is_continuation
+    assert turn.continuation.decided_by == "first_turn"
+    assert len(turn.answer_evidence) == 4 and len(turn.suggestion_evidence) == 2
+    ids = [e.id for e in [*turn.answer_evidence, *turn.suggestion_evidence]]
+    assert len(set(ids)) == 6
+    assert turn.answered_by == "excerpts"
+    assert turn.answer.startswith("No language model is configured, so nothing below was "
+                                  "generated")
+    for i, evidence in enumerate(turn.answer_evidence, start=1):
+        assert f"[{i}] {evidence.source}" in turn.answer
+        assert evidence.fused_score is not None and evidence.anchor_boost == 0.0
+    assert turn.anchor_documents == [] and turn.history == []
+
+
+def test_a_vague_question_continues_and_is_anchored_to_the_previous_answer(acme):
+    first = acme.ask("acme", "How are backups protected?")
+    second = acme.ask("acme", "Can you elaborate on that?", first.conversation_id)
+    assert second.turn == 2
+    assert second.continuation.is_continuation
+    assert second.search_query == "Can you elaborate on that? backups protected"
+    assert second.anchor_documents == first.cited_documents
+    anchored = [e for e in second.answer_evidence if e.source in first.cited_documents]
+    assert anchored and all(e.anchor_boost > 0 for e in anchored)
+    # The last exchange is always in view, most recent first.
+    assert [(m.turn, m.role) for m in second.history[:2]] == [(1, "assistant"), (1, "user")]
+
+
+def test_a_topic_shift_is_not_anchored(acme):
+    first = acme.ask("acme", "How are backups protected?")
+    third = acme.ask("acme", "Now tell me about multi-factor authentication.",
+                     first.conversation_id)
+    assert not third.continuation.is_continuation
+    assert "announces a new topic" in third.continuation.reason
+    assert third.anchor_documents == []
+    assert all(e.anchor_boost == 0 for e in third.answer_evidence)
+
+
+def test_the_questions_linked_answers_come_first(acme):
+    turn = acme.ask("acme", AES_CRITERION)
+    assert [f.round_number for f in turn.followups] == [3, 4, 5]
+    assert "Vendor's answer, questionnaire round 5" in turn.answer
+    linked = {f.id for f in turn.followups}
+    assert not linked & {e.id for e in turn.answer_evidence + turn.suggestion_evidence}
+
+
+def test_turns_are_stored_and_listed_per_vendor(acme):
+    first = acme.ask("acme", "How are backups protected?")
+    acme.ask("acme", "How often are they tested?", first.conversation_id)
+    other = acme.ask("acme", "Who approves access requests?")
+    summaries = acme.conversations("acme")
+    assert [(s.conversation_id, s.turns) for s in summaries] == [
+        (first.conversation_id, 2), (other.conversation_id, 1)]
+    turns = acme.conversation("acme", first.conversation_id)
+    assert [t.question for t in turns] == ["How are backups protected?",
+                                           "How often are they tested?"]
+    assert turns[0].answer_evidence == first.answer_evidence
+
+
+def test_a_preview_and_an_unanchored_rerun_store_nothing(acme):
+    first = acme.ask("acme", "How are backups protected?")
+    second = acme.ask("acme", "Can you elaborate on that?", first.conversation_id)
+    again = acme.rerun("acme", second, anchored=False)
+    assert again.search_query == second.search_query
+    assert all(e.anchor_boost == 0 for e in again.answer_evidence)
+    acme.ask("acme", "What about restores?", first.conversation_id, save=False)
+    assert acme.conversations("acme")[0].turns == 2
+
+
+@pytest.mark.parametrize("question, words", [
+    ("", "empty"), ("   ", "empty"), ("x" * 2001, "2001 characters"), ("a\x00b", "NUL"),
+])
+def test_bad_questions_are_refused_in_one_sentence_and_nothing_is_written(acme, question,
+                                                                          words):
+    with pytest.raises(UserInputError, match=words) as refused:
+        acme.ask("acme", question)
+    assert "\n" not in str(refused.value)
+    assert acme.conversations("acme") == []
+
+
+@pytest.mark.parametrize("conversation_id", ["nope", "c-000000000000", "", 7])
+def test_an_unknown_conversation_is_refused(acme, conversation_id):
+    with pytest.raises(UserInputError, match="conversation|Conversation"):
+        acme.ask("acme", "How are backups protected?", conversation_id)
+    assert acme.conversations("acme") == []
+
+
+def test_a_vendor_without_evidence_is_refused(workbench):
+    with pytest.raises(UnknownVendorError, match="No evidence is stored for vendor 'globex'"):
+        workbench.ask("globex", "How are backups protected?")
+
+
+def test_another_vendors_conversation_is_refused_and_never_shown(acme):
+    acme.ingest_documents("northwind", sorted(
+        (SAMPLE_DATA / "vendors" / "northwind" / "documents").glob("*.md")))
+    theirs = acme.ask("northwind", "How is stored data encrypted?")
+    with pytest.raises(UserInputError, match="Vendor 'acme' has no conversation"):
+        acme.ask("acme", "Can you elaborate on that?", theirs.conversation_id)
+    with pytest.raises(UserInputError, match="Vendor 'acme' has no conversation"):
+        acme.conversation("acme", theirs.conversation_id)
+    assert acme.conversations("acme") == []
+    mine = acme.ask("acme", "How are backups protected?")
+    acme_ids = set(get_all(acme.store.open_vendor("acme").chunks, include=())["ids"])
+    assert {e.id for e in mine.answer_evidence + mine.suggestion_evidence} <= acme_ids
+    assert [s.conversation_id for s in acme.conversations("northwind")] == [
+        theirs.conversation_id]

@@ -1,0 +1,615 @@
+"""The lexical (BM25, SQLite FTS5) index beside the vectors: queries people type, the index
+following the store's committed state (interrupted ingests, replaced documents, re-sent
+rounds), one index per vendor, where its files live, and several syncs at once."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from core.config import Settings
+from core.errors import StoreError
+from core.hashing import criterion_hash
+from core.ingest.writer import document_key
+from core.models import FOLLOWUP_SOURCE_TYPE
+from core.retrieval.lexical import (
+    LexicalIndex,
+    index_path,
+    lexical_folder,
+    match_expression,
+)
+from core.retrieval.source import Query
+from core.store import committed_versions, read_manifest
+from core.workbench import Workbench
+from tests.conftest import AES_CRITERION
+from tests.fakes import FakeEmbedder, FakeReranker
+
+REPO = Path(__file__).resolve().parents[1]
+DOCUMENTS = {
+    "encryption.md": "Data at rest is encrypted with AES-256 in every region.",
+    "identity.md": "What's MFA? Multi-factor authentication (MFA) is required for admins.",
+    "advisory.md": "The CVE-2024-3094 advisory: the xz backdoor was never shipped.",
+    "quotes.md": 'The policy says "least privilege" (always) and * marks optional items.',
+    "operators.md": "Servers NEAR the edge OR in the core are patched; NOT optional.",
+    "backups.md": "Backups are copied nightly and restored quarterly in a drill.",
+}
+PUNCTUATION_QUERIES = {  # query -> the document it must find first
+    "AES-256": "encryption.md",
+    "what's MFA?": "identity.md",
+    "CVE-2024-3094": "advisory.md",
+    '"least privilege"': "quotes.md",
+    '"least privilege': "quotes.md",
+    "(always)": "quotes.md",
+    "edge*": "operators.md",
+    "NEAR edge": "operators.md",
+    "OR": "operators.md",
+    "NOT": "operators.md",
+    "AND backups": "backups.md",
+    "backups:nightly": "backups.md",
+    "^backups": "backups.md",
+    "backups -drill": "backups.md",
+    "{backups} [drill]": "backups.md",
+    "NEAR(backups drill, 2)": "backups.md",
+    "backups + drill \\ ; ' `": "backups.md",
+}
+
+
+def query(text: str) -> Query:
+    return Query(text=text, criterion_hash=criterion_hash(text),
+                 embedding=np.zeros(4, dtype=np.float32))
+
+
+def write(folder: Path, docs: dict[str, str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in docs.items():
+        (folder / name).write_text(text + "\n", encoding="utf-8")
+    return folder
+
+
+def followup_round(vendor: str, round_number: int, answer: str, *,
+                   timestamp: str = "2024-03-15T10:30:00Z") -> dict:
+    return {
+        "vendor_id": vendor, "round_number": round_number, "timestamp": timestamp,
+        "responses": [
+            {"criterion_question_text": AES_CRITERION, "question_text": AES_CRITERION,
+             "answer_text": answer},
+            {"criterion_question_text": None, "question_text": "Where are keys held?",
+             "answer_text": "In a hardware security module."},
+        ],
+    }
+
+
+def index_at(bench: Workbench, vendor_id: str, versions: dict[str, str] | None = None,
+             chunks=None) -> LexicalIndex:
+    """The vendor's index at the committed state (or at `versions`)."""
+    vendor = bench.store.open_vendor(vendor_id)
+    if versions is None:
+        versions = committed_versions(read_manifest(vendor))
+    return LexicalIndex(index_path(bench.settings, vendor_id), chunks or vendor.chunks,
+                        versions)
+
+
+def sources(neighbours) -> list[str]:
+    return [n.chunk.metadata["source"] for n in neighbours]
+
+
+@pytest.fixture
+def acme(workbench, tmp_path) -> Workbench:
+    workbench.ingest_documents("acme", [write(tmp_path / "docs", DOCUMENTS)])
+    workbench.ingest_questionnaire(followup_round("acme", 1, "Yes, AES-256 via a KMS."))
+    return workbench
+
+
+@pytest.fixture(scope="module")
+def module_index(tmp_path_factory) -> LexicalIndex:
+    root = tmp_path_factory.mktemp("lexical-module")
+    bench = Workbench(Settings(store=root / "store", reranker_cache_dir=root / "no-models"),
+                      embedder=FakeEmbedder())
+    bench.ingest_documents("acme", [write(root / "docs", DOCUMENTS)])
+    index = index_at(bench, "acme")
+    index.sync()
+    return index
+
+
+# Queries -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("AES-256", '"AES 256" OR "AES" OR "256"'),
+    ("what's MFA?", '"what s" OR "MFA"'),
+    ("CVE-2024-3094", '"CVE 2024 3094" OR "CVE" OR "2024" OR "3094"'),
+    ('say "NEAR" OR (x*)', '"say" OR "NEAR"'),  # "or" is a stop word, "x" one letter
+    ("OR", '"OR"'),
+    ("Keys keys KEYS", '"Keys"'),
+    ("the of", '"the" OR "of"'),  # nothing but stop words: they are all there is
+])
+def test_every_word_is_quoted_and_or_ed(text, expected):
+    assert match_expression(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "   ", "???", '"', "*", "()", "-- ''"])
+def test_a_query_without_a_word_matches_nothing(module_index, text):
+    assert match_expression(text) is None
+    assert module_index.nearest(query(text), 10) == []
+
+
+@pytest.mark.parametrize("text", list(PUNCTUATION_QUERIES))
+def test_queries_with_punctuation_and_operators_find_their_document(module_index, text):
+    found = module_index.nearest(query(text), 10)
+    assert found, text
+    assert sources(found)[0] == PUNCTUATION_QUERIES[text]
+
+
+@hypothesis_settings(max_examples=200, deadline=None,
+                     suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(max_size=60))
+def test_no_text_makes_a_query_fail(module_index, text):
+    found = module_index.nearest(query(text), 5)
+    assert len(found) <= 5
+
+
+def test_scores_are_bm25_negated_best_first(module_index):
+    found = module_index.nearest(query("AES-256 backups encrypted"), 10)
+    scores = [n.score for n in found]
+    assert all(s > 0 for s in scores)
+    assert scores == sorted(scores, reverse=True)
+    assert all(n.committed for n in found)
+    assert sources(found)[0] == "encryption.md"  # holds the phrase and "encrypted"
+    assert len(module_index.nearest(query("AES-256 backups encrypted"), 1)) == 1
+
+
+def test_stop_words_do_not_make_every_chunk_match(module_index):
+    found = module_index.nearest(query("what is the policy?"), 10)
+    assert sources(found) == ["quotes.md"]
+
+
+def test_neighbours_carry_the_stored_text_and_metadata(acme):
+    index = index_at(acme, "acme")
+    [hit] = index.nearest(query("xz backdoor"), 10)
+    stored = acme.store.open_vendor("acme").chunks.get(ids=[hit.chunk.id])
+    assert hit.chunk.text == stored["documents"][0]
+    assert hit.chunk.metadata == stored["metadatas"][0]
+
+
+# where filters ---------------------------------------------------------------------------------
+
+def test_where_filters_on_the_criterion_hash_and_the_source_type(acme):
+    index = index_at(acme, "acme")
+    linked = index.nearest(query("AES-256"), 10,
+                           where={"criterion_question_hash": criterion_hash(AES_CRITERION)})
+    assert [n.chunk.metadata["question_text"] for n in linked] == [AES_CRITERION]
+    followups = index.nearest(query("AES-256 keys"), 10,
+                              where={"source_type": FOLLOWUP_SOURCE_TYPE})
+    assert len(followups) == 2
+    assert {n.chunk.metadata["source_type"] for n in followups} == {FOLLOWUP_SOURCE_TYPE}
+    documents = index.nearest(query("AES-256"), 10, where={"source_type": {"$eq": "document"}})
+    assert sources(documents) == ["encryption.md"]
+    both = index.nearest(query("AES-256"), 10, where={"$and": [
+        {"source_type": FOLLOWUP_SOURCE_TYPE}, {"round_number": 1}]})
+    assert len(both) == 1
+    assert index.nearest(query("AES-256"), 10, where={"round_number": 2}) == []
+
+
+@pytest.mark.parametrize("where", [
+    {"round_number": {"$gt": 1}},
+    {"source_type": {"$in": ["document"]}},
+    {"$or": [{"round_number": 1}, {"round_number": 2}]},
+    {"bad key'": "x"},
+    {"source_type": ["document"]},
+])
+def test_where_refuses_what_it_does_not_take(acme, where):
+    with pytest.raises(ValueError, match="only equality filters"):
+        index_at(acme, "acme").nearest(query("AES-256"), 10, where=where)
+
+
+# Following the store ----------------------------------------------------------------------------
+
+class CountingChunks:
+    """A chunk collection that records the `where` of every read."""
+
+    def __init__(self, chunks) -> None:
+        self._chunks = chunks
+        self.reads: list[dict | None] = []
+
+    def __getattr__(self, name):
+        return getattr(self._chunks, name)
+
+    def get(self, *args, **kwargs):
+        self.reads.append(kwargs.get("where"))
+        return self._chunks.get(*args, **kwargs)
+
+
+def test_a_sync_with_nothing_to_do_reads_only_the_followups_and_writes_nothing(acme):
+    first = index_at(acme, "acme").sync()
+    assert first.rebuilt and first.versions_added == len(DOCUMENTS)
+    assert first.chunks_added == len(DOCUMENTS) + 2 and first.followups_added == 2
+    path = index_path(acme.settings, "acme")
+    before = path.stat().st_mtime_ns, path.stat().st_size
+    counting = CountingChunks(acme.store.open_vendor("acme").chunks)
+    again = index_at(acme, "acme", chunks=counting).sync()
+    assert not again.changed
+    assert counting.reads == [{"source_type": FOLLOWUP_SOURCE_TYPE}]
+    assert (path.stat().st_mtime_ns, path.stat().st_size) == before
+
+
+def test_a_new_document_is_added_alone(acme, tmp_path):
+    index_at(acme, "acme").sync()
+    acme.ingest_documents("acme", [write(tmp_path / "more", {"vpn.md": "The VPN uses WireGuard."})])
+    counting = CountingChunks(acme.store.open_vendor("acme").chunks)
+    report = index_at(acme, "acme", chunks=counting).sync()
+    assert (report.versions_added, report.chunks_added, report.chunks_removed) == (1, 1, 0)
+    key = document_key("vpn.md", "tc_files", None)
+    version = committed_versions(read_manifest(acme.store.open_vendor("acme")))[key]
+    assert counting.reads == [  # the first look, then under the write lock
+        {"source_type": FOLLOWUP_SOURCE_TYPE},
+        {"$and": [{"source_type": "document"}, {"doc_key": {"$in": [key]}},
+                  {"doc_sha": {"$in": [version]}}]},
+        {"source_type": FOLLOWUP_SOURCE_TYPE}]
+    assert sources(index_at(acme, "acme").nearest(query("WireGuard"), 5)) == ["vpn.md"]
+
+
+def test_a_replaced_document_replaces_its_rows(acme, tmp_path):
+    index_at(acme, "acme").sync()
+    folder = write(tmp_path / "v2", {"backups.md": "Backups go to cold storage in Iceland."})
+    acme.ingest_documents("acme", [folder])
+    index = index_at(acme, "acme")
+    report = index.sync()
+    assert (report.versions_added, report.versions_removed) == (1, 1)
+    assert (report.chunks_added, report.chunks_removed) == (1, 1)
+    assert index.nearest(query("nightly drill"), 5) == []
+    assert sources(index.nearest(query("Iceland"), 5)) == ["backups.md"]
+    manifest = committed_versions(read_manifest(acme.store.open_vendor("acme")))
+    state = index.indexed()
+    assert state.versions == set(manifest.items())
+    assert state.chunks == len(DOCUMENTS) + 2
+
+
+def test_a_resent_round_with_new_answers_replaces_the_old_answers(acme):
+    index = index_at(acme, "acme")
+    index.sync()
+    assert len(index.nearest(query("KMS"), 5)) == 1
+    acme.ingest_questionnaire(followup_round("acme", 1, "Yes, AES-256 with keys in an HSM."))
+    report = index_at(acme, "acme").sync()
+    assert (report.followups_added, report.followups_removed) == (1, 0)
+    assert (report.chunks_added, report.chunks_removed) == (1, 1)
+    index = index_at(acme, "acme")
+    assert index.nearest(query("KMS"), 5) == []
+    [hit] = index.nearest(query("HSM"), 5)
+    assert hit.chunk.metadata["answer_text"] == "Yes, AES-256 with keys in an HSM."
+    assert index.indexed().chunks == len(DOCUMENTS) + 2
+
+
+class FirstReadFrom:
+    """A chunk collection whose first read answers from an earlier snapshot, as a read that
+    ran just before another process's write would."""
+
+    def __init__(self, chunks, snapshot: dict) -> None:
+        self._chunks = chunks
+        self._snapshot = snapshot
+
+    def __getattr__(self, name):
+        return getattr(self._chunks, name)
+
+    def get(self, *args, **kwargs):
+        if self._snapshot is not None:
+            snapshot, self._snapshot = self._snapshot, None
+            return snapshot
+        return self._chunks.get(*args, **kwargs)
+
+
+def test_a_sync_that_read_the_followups_before_a_resend_never_puts_old_answers_back(acme):
+    chunks = acme.store.open_vendor("acme").chunks
+    before = chunks.get(where={"source_type": FOLLOWUP_SOURCE_TYPE},
+                        include=["documents", "metadatas"], limit=5000, offset=0)
+    acme.ingest_questionnaire(followup_round("acme", 1, "Yes, AES-256 with keys in an HSM."))
+    index_at(acme, "acme").sync()  # another process indexed the new answers
+
+    late = index_at(acme, "acme", chunks=FirstReadFrom(chunks, before))
+    assert not late.sync().changed  # its first look was old; under the lock it read again
+    assert late.nearest(query("KMS"), 5) == []
+    assert len(late.nearest(query("HSM"), 5)) == 1
+
+
+def test_an_ingest_killed_before_its_commit_leaves_the_index_on_the_old_version(
+        acme, tmp_path, monkeypatch):
+    index_at(acme, "acme").sync()
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt("killed before the manifest commit")
+
+    monkeypatch.setattr("core.ingest.writer.commit_manifest_entry", killed)
+    folder = write(tmp_path / "v2", {"backups.md": "Backups go to cold storage in Iceland."})
+    with pytest.raises(KeyboardInterrupt):
+        acme.ingest_documents("acme", [folder])
+    vendor = acme.store.open_vendor("acme")
+    key = document_key("backups.md", "tc_files", None)
+    written = vendor.chunks.get(where={"doc_key": key}, include=["documents"])["documents"]
+    assert any("Iceland" in text for text in written)  # the new version's chunk is stored
+
+    index = index_at(acme, "acme")
+    assert not index.sync().changed
+    assert index.nearest(query("Iceland"), 5) == []
+    assert sources(index.nearest(query("nightly drill"), 5)) == ["backups.md"]
+    assert index.indexed().versions == set(committed_versions(read_manifest(vendor)).items())
+    trace = acme.retrieve("acme", "Where do backups go, Iceland?", "hybrid")
+    assert all("Iceland" not in c.text for c in trace.first_stage)
+
+    monkeypatch.undo()
+    acme.ingest_documents("acme", [folder])  # the same ingest again completes it
+    index = index_at(acme, "acme")
+    index.sync()
+    assert sources(index.nearest(query("Iceland"), 5)) == ["backups.md"]
+    assert index.nearest(query("nightly drill"), 5) == []
+    assert index.indexed().versions == set(committed_versions(read_manifest(vendor)).items())
+
+
+def test_an_ingest_killed_before_removing_the_old_version_shows_only_the_new_one(
+        acme, tmp_path, monkeypatch):
+    index_at(acme, "acme").sync()
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt("killed before the old chunks were removed")
+
+    monkeypatch.setattr("core.ingest.writer.delete_stale", killed)
+    folder = write(tmp_path / "v2", {"backups.md": "Backups go to cold storage in Iceland."})
+    with pytest.raises(KeyboardInterrupt):
+        acme.ingest_documents("acme", [folder])
+    index = index_at(acme, "acme")
+    index.sync()
+    assert sources(index.nearest(query("Iceland"), 5)) == ["backups.md"]
+    assert index.nearest(query("nightly drill"), 5) == []  # kept, but never shown
+
+    monkeypatch.undo()
+    acme.ingest_documents("acme", [folder])  # removes the old chunks from the store
+    index = index_at(acme, "acme")
+    assert index.sync().versions_removed == 1
+    vendor = acme.store.open_vendor("acme")
+    assert index.indexed().versions == set(committed_versions(read_manifest(vendor)).items())
+    assert index.indexed().chunks == len(DOCUMENTS) + 2
+
+
+def test_a_reader_with_an_older_manifest_never_takes_the_new_version_away(acme, tmp_path):
+    vendor = acme.store.open_vendor("acme")
+    old = committed_versions(read_manifest(vendor))
+    acme.ingest_documents("acme", [write(tmp_path / "v2", {
+        "backups.md": "Backups go to cold storage in Iceland."})])
+    new = index_at(acme, "acme")
+    new.sync()
+    stale = index_at(acme, "acme", versions=old)
+    stale.sync()  # the old version's chunks are gone from the store: nothing to add
+    assert stale.nearest(query("Iceland"), 5) == []  # not in the state this reader saw
+    assert sources(new.nearest(query("Iceland"), 5)) == ["backups.md"]
+    new.sync()
+    assert new.indexed().versions == set(committed_versions(read_manifest(vendor)).items())
+
+
+def test_an_index_of_another_store_is_rebuilt(tmp_path):
+    shared = tmp_path / "shared-lexical"
+    benches = []
+    for name, text in (("one", "Tokens expire after an hour."),
+                       ("two", "Sessions expire after a day.")):
+        bench = Workbench(Settings(store=tmp_path / name, lexical_dir=shared,
+                                   reranker_cache_dir=tmp_path / "no-models"),
+                          embedder=FakeEmbedder())
+        bench.ingest_documents("acme", [write(tmp_path / f"docs-{name}", {"t.md": text})])
+        benches.append(bench)
+    one, two = (index_at(b, "acme") for b in benches)
+    assert one.path == two.path == shared / "acme.sqlite3"
+    one.sync()
+    report = two.sync()
+    assert report.rebuilt and report.chunks_added == 1
+    assert two.nearest(query("tokens"), 5) == []
+    assert len(two.nearest(query("sessions"), 5)) == 1
+
+
+def test_an_index_of_another_schema_is_rebuilt(acme):
+    index = index_at(acme, "acme")
+    index.sync()
+    with sqlite3.connect(index.path) as db:
+        db.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
+        db.execute("CREATE TABLE leftover (x)")
+    report = index_at(acme, "acme").sync()
+    assert report.rebuilt and report.chunks_added == len(DOCUMENTS) + 2
+    assert sources(index_at(acme, "acme").nearest(query("xz backdoor"), 5)) == ["advisory.md"]
+
+
+def test_an_index_that_cannot_be_written_is_one_store_error(acme, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    vendor = acme.store.open_vendor("acme")
+    index = LexicalIndex(blocker / "acme.sqlite3", vendor.chunks, {})
+    with pytest.raises(StoreError, match="lexical index .* cannot be opened"):
+        index.sync()
+
+
+def test_the_store_still_opens_with_its_lexical_folder_inside(acme, tmp_path):
+    acme.retrieve("acme", AES_CRITERION, "hybrid")
+    assert (acme.settings.store / "lexical" / "acme.sqlite3").exists()
+    again = Workbench(acme.settings, embedder=FakeEmbedder(), reranker=FakeReranker())
+    assert [s.vendor_id for s in again.status()] == ["acme"]
+    again.ingest_documents("acme", [write(tmp_path / "more", {"vpn.md": "WireGuard VPN."})])
+    trace = again.retrieve("acme", "Which VPN, WireGuard?", "hybrid")
+    assert any(c.source == "vpn.md" and c.lexical_rank == 1 for c in trace.first_stage)
+
+
+# One index per vendor ---------------------------------------------------------------------------
+
+def test_a_word_only_in_another_vendors_documents_never_comes_back(workbench, tmp_path):
+    workbench.ingest_documents("acme", [write(tmp_path / "acme", DOCUMENTS)])
+    workbench.ingest_documents("globex", [write(tmp_path / "globex", {
+        "secrets.md": "Globex keeps its Zanzibar vault keys offline."})])
+    workbench.ingest_questionnaire(followup_round("globex", 1, "Zanzibar holds the keys."))
+
+    acme_index, globex_index = index_at(workbench, "acme"), index_at(workbench, "globex")
+    assert acme_index.path != globex_index.path
+    assert acme_index.nearest(query("Zanzibar vault"), 100) == []
+    assert len(globex_index.nearest(query("Zanzibar vault"), 100)) == 2
+
+    criterion = "Where does the vendor keep its Zanzibar vault keys?"
+    trace = workbench.retrieve("acme", criterion, "hybrid")
+    acme_ids = set(workbench.store.open_vendor("acme").chunks.get()["ids"])
+    assert trace.first_stage and {c.id for c in trace.first_stage} <= acme_ids
+    assert all(c.lexical_rank is None or "Zanzibar" not in c.text for c in trace.first_stage)
+    dumped = json.dumps(trace.to_json_dict())
+    assert "Globex" not in dumped and "holds the keys" not in dumped
+
+
+# Where the files live ---------------------------------------------------------------------------
+
+def test_the_index_lives_beside_an_embedded_store(tmp_path):
+    assert lexical_folder(Settings(store=tmp_path / "s")) == tmp_path / "s" / "lexical"
+    assert index_path(Settings(store=tmp_path / "s"), "acme") == (
+        tmp_path / "s" / "lexical" / "acme.sqlite3")
+
+
+def test_lexical_dir_wins_wherever_the_store_is(tmp_path):
+    for settings in (Settings(store=tmp_path / "s", lexical_dir=tmp_path / "lex"),
+                     Settings(chroma_host="db.example", lexical_dir=tmp_path / "lex")):
+        assert lexical_folder(settings) == tmp_path / "lex"
+
+
+def test_a_servers_index_lives_in_a_folder_of_its_own_under_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    cache = tmp_path / "home" / ".cache" / "evidence-workbench" / "lexical"
+    assert lexical_folder(Settings(chroma_host="db.example", chroma_port=8001)) == (
+        cache / "db.example-8001")
+    assert lexical_folder(Settings(chroma_host="::1", chroma_port=8000)) == cache / "__1-8000"
+
+
+# Several at once --------------------------------------------------------------------------------
+
+def assert_intact(path: Path, expected_ids: set[str]) -> None:
+    with sqlite3.connect(path) as db:
+        ids = [i for (i,) in db.execute("SELECT id FROM chunks")]
+        texts = db.execute("SELECT count(*) FROM chunk_text").fetchone()[0]
+        db.execute("INSERT INTO chunk_text (chunk_text) VALUES ('integrity-check')")
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert len(ids) == len(set(ids)) == texts
+    assert set(ids) == expected_ids
+
+
+def committed_ids(bench: Workbench, vendor_id: str) -> set[str]:
+    vendor = bench.store.open_vendor(vendor_id)
+    versions = committed_versions(read_manifest(vendor))
+    found = vendor.chunks.get(include=["metadatas"])
+    return {i for i, m in zip(found["ids"], found["metadatas"], strict=True)
+            if m["source_type"] == FOLLOWUP_SOURCE_TYPE
+            or versions.get(m["doc_key"]) == m["doc_sha"]}
+
+
+def test_threads_syncing_and_querying_while_documents_change(acme, tmp_path):
+    failures: list[BaseException] = []
+    start = threading.Barrier(5)
+
+    def reader() -> None:
+        try:
+            start.wait()
+            for _ in range(8):
+                index = index_at(acme, "acme")
+                index.sync()
+                for found in (index.nearest(query("backups nightly Iceland"), 20),
+                              index.nearest(query("AES-256"), 20)):
+                    assert len({n.chunk.id for n in found}) == len(found)
+        except BaseException as exc:  # noqa: BLE001 (reported by the main thread)
+            failures.append(exc)
+
+    def writer() -> None:
+        try:
+            start.wait()
+            for n in range(4):
+                acme.ingest_documents("acme", [write(tmp_path / f"w{n}", {
+                    "backups.md": f"Backups go to cold storage, edition {n}, in Iceland."})])
+                acme.ingest_questionnaire(followup_round("acme", 1, f"Yes, edition {n}."))
+        except BaseException as exc:  # noqa: BLE001
+            failures.append(exc)
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    threads.append(threading.Thread(target=writer))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    index = index_at(acme, "acme")
+    index.sync()
+    assert_intact(index.path, committed_ids(acme, "acme"))
+    [hit] = index.nearest(query("edition"), 5, where={"source_type": "document"})
+    assert "edition 3" in hit.chunk.text
+
+
+SYNC_IN_A_PROCESS = """
+import sys
+from pathlib import Path
+import numpy as np
+from core.config import Settings
+from core.retrieval.lexical import LexicalIndex, index_path
+from core.retrieval.source import Query
+from core.store import EvidenceStore, committed_versions, read_manifest
+settings = Settings(store=Path(sys.argv[1]))
+vendor = EvidenceStore(settings).open_vendor("acme")
+for _ in range(5):
+    index = LexicalIndex(index_path(settings, "acme"), vendor.chunks,
+                         committed_versions(read_manifest(vendor)))
+    index.sync()
+    found = index.nearest(Query("AES-256", "0" * 16, np.zeros(4, np.float32)), 10)
+    assert found, "nothing found"
+print("ok")
+"""
+
+
+def test_processes_building_one_index_at_once(acme):
+    processes = [subprocess.Popen([sys.executable, "-c", SYNC_IN_A_PROCESS,
+                                   str(acme.settings.store)], cwd=REPO, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _ in range(3)]
+    results = [p.communicate(timeout=300) for p in processes]
+    assert [p.returncode for p in processes] == [0, 0, 0], [err for _, err in results]
+    assert all(out.strip() == "ok" for out, _ in results)
+    assert_intact(index_path(acme.settings, "acme"), committed_ids(acme, "acme"))
+
+
+# A ChromaDB server ------------------------------------------------------------------------------
+
+@pytest.mark.server
+def test_the_hybrid_strategy_on_a_chromadb_server(tmp_path, monkeypatch):
+    from tests.chroma_server import ChromaServer
+    from tests.test_fusion import CVE_CRITERION, write_cve_corpus
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    server = ChromaServer(tmp_path / "server" / "store")
+    try:
+        settings = Settings(chroma_host="127.0.0.1", chroma_port=server.port,
+                            store=tmp_path / "no-embedded-store",
+                            reranker_cache_dir=tmp_path / "no-models",
+                            top_first_stage_n=10, lexical_first_stage_n=10)
+        bench = Workbench(settings, embedder=FakeEmbedder(), reranker=FakeReranker())
+        write_cve_corpus(tmp_path / "docs")
+        bench.ingest_documents("acme", [tmp_path / "docs"])
+        bench.ingest_questionnaire(followup_round("acme", 1, "Yes, AES-256 via a KMS."))
+
+        trace = bench.retrieve("acme", CVE_CRITERION, "hybrid")
+        [found] = [c for c in trace.first_stage if c.source == "advisory.md"]
+        assert (found.vector_rank, found.lexical_rank, found.fused_score) == (None, 1, 1 / 61)
+        path = (tmp_path / "home" / ".cache" / "evidence-workbench" / "lexical"
+                / f"127.0.0.1-{server.port}" / "acme.sqlite3")
+        assert path.exists() and not settings.store.exists()
+
+        write(tmp_path / "docs", {"advisory.md": "Advisory: CVE-2024-3094 closed in xz 5.6.2."})
+        bench.ingest_documents("acme", [tmp_path / "docs" / "advisory.md"])
+        index = index_at(bench, "acme")
+        report = index.sync()
+        assert (report.versions_added, report.versions_removed) == (1, 1)
+        [hit] = index.nearest(query("CVE-2024-3094"), 10)
+        assert "5.6.2" in hit.chunk.text
+        assert_intact(path, committed_ids(bench, "acme"))
+    finally:
+        server.stop()
