@@ -209,3 +209,35 @@ def test_a_reviewer_walks_every_page(dashboard_url, browser):
     _wait_until_idle(page)
     _shot(page, "7_strategy_quality")
     page.close()
+
+
+def test_a_reviewer_asks_the_evidence(dashboard_url, browser):
+    """A conversation in the browser: a question, a vague continuation, the unanchored
+    comparison, and the turns read back from the store."""
+    url, _started = dashboard_url
+    page = browser.new_page(viewport={"width": 1440, "height": 2600})
+    page.goto(url)
+    page.get_by_role("heading", name="Criterion overview").first.wait_for(timeout=300_000)
+    _wait_until_idle(page)
+    _open(page, "Ask the evidence", "Also run the latest turn unanchored")
+    for question in ("How are backups protected?", "Can you elaborate on that?"):
+        box = page.get_by_placeholder("Ask about this vendor's evidence")
+        box.fill(question)
+        box.press("Enter")
+        page.get_by_test_id("stChatMessage").filter(has_text=question).wait_for(
+            timeout=180_000)
+        _wait_until_idle(page)
+    page.get_by_text("Turn 2: why these sources").click()
+    _wait_until_idle(page)
+    text = _main_text(page)
+    assert "It is the first question of the conversation" not in text  # turn 1's is folded
+    assert "A continuation (rules)" in text
+    assert "Searched for: Can you elaborate on that? backups protected" in text
+    assert "business_continuity_plan.md" in text
+    assert "Not generated" in text  # no language model here: said plainly
+    page.get_by_text("Also run the latest turn unanchored").click()
+    page.get_by_text("anchored against unanchored").wait_for(timeout=180_000)
+    _wait_until_idle(page)
+    assert "Unanchored place" in _main_text(page)
+    _shot(page, "8_ask_the_evidence")
+    page.close()
