@@ -129,3 +129,18 @@ def test_another_vendors_conversation_is_refused_and_never_shown(acme):
     assert {e.id for e in mine.answer_evidence + mine.suggestion_evidence} <= acme_ids
     assert [s.conversation_id for s in acme.conversations("northwind")] == [
         theirs.conversation_id]
+
+
+def test_every_answer_keeps_the_chunks_and_documents_that_backed_it(acme):
+    """Seed 001's retrievedContextJson: read from the stored assistant message itself."""
+    import json
+
+    turn = acme.ask("acme", AES_CRITERION)
+    collection = acme.store.conversations("acme")
+    stored = collection.get(ids=[f"{turn.conversation_id}-00001-assistant"],
+                            include=["metadatas", "documents"])
+    [meta] = stored["metadatas"]
+    assert json.loads(meta["chunk_ids"]) == turn.cited_ids
+    assert set(json.loads(meta["chunk_ids"])) >= {f.id for f in turn.followups}
+    assert json.loads(meta["documents"]) == turn.cited_documents
+    assert stored["documents"] == [turn.answer]

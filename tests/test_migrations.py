@@ -98,3 +98,12 @@ def test_upgrade_runs_only_the_steps_a_vendor_has_not_had(settings):
     bench = fresh(settings)
     bench.ingest_questionnaire(ROUND)
     assert upgrade(bench.store.open_vendor("acme")) == []
+
+
+def test_a_store_written_before_conversations_existed_is_asked_not_refused(version_1_store,
+                                                                           settings):
+    bench = fresh(settings)
+    assert bench.conversations("acme") == []
+    turn = bench.ask("acme", "Is data at rest encrypted with AES-256?")
+    assert [s.conversation_id for s in bench.conversations("acme")] == [turn.conversation_id]
+    assert set(recorded(settings).values()) == {SCHEMA_VERSION}
