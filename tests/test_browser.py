@@ -251,10 +251,14 @@ def test_a_reviewer_asks_the_evidence(dashboard_url, browser):
     page.get_by_text("Also run the latest turn unanchored").click()
     page.get_by_text("anchored against unanchored").wait_for(timeout=180_000)
     _wait_until_idle(page)
-    moves = page.get_by_test_id("stDataFrame").last
-    moves.scroll_into_view_if_needed()
-    moves.locator("[role='columnheader']").first.wait_for(state="attached", timeout=30_000)
-    headers = moves.locator("[role='columnheader']").all_text_contents()
+    headers: list[str] = []
+    for _ in range(120):  # bounded: the comparison's table is drawn after its heading
+        moves = page.get_by_test_id("stDataFrame").last
+        moves.scroll_into_view_if_needed()
+        headers = moves.locator("[role='columnheader']").all_text_contents()
+        if "Move" in headers:
+            break
+        page.wait_for_timeout(500)
     assert {"Unanchored place", "Anchored place", "Move"} <= set(headers), headers
     _shot(page, "8_ask_the_evidence")
     page.close()
