@@ -27,7 +27,7 @@ from core.hashing import criterion_hash
 from core.llm.client import LLMClient, LLMError
 from core.models import Candidate
 from core.retrieval import qa
-from core.retrieval.source import Query
+from core.retrieval.source import ChromaEvidence, Query
 from core.retrieval.stages import RetrievalEnv, Timings
 
 if TYPE_CHECKING:
@@ -86,12 +86,16 @@ class AskPipeline:
                 window=self.settings.history_window, recent=self.settings.min_recent_messages,
                 rrf_k=self.settings.rrf_k) if previous else []
         notes: list[str] = []
+        with timings.stage("manifest"):  # one committed state for the whole turn
+            versions = self.wb.runner.committed_state(vendor)[1]
+        evidence = self.wb.runner.evidence(vendor, versions)
         with timings.stage("continuation"):
             continuation, search_query = self._continuation(
-                vendor, question, embedding, previous, history, client, notes)
+                evidence, question, embedding, previous, history, client, notes)
         anchors = (previous.cited_documents if previous and continuation.is_continuation
                    and anchored and self.settings.source_anchoring_enabled else [])
-        turn = self._answer(vendor, question, search_query, anchors, client, timings, notes)
+        turn = self._answer(vendor, versions, evidence, question, search_query, anchors,
+                            client, timings, notes)
         turn = turn.model_copy(update={
             "vendor_id": vendor.vendor_id, "conversation_id": conversation_id,
             "turn": turn_number, "continuation": continuation, "history": history,
@@ -100,24 +104,23 @@ class AskPipeline:
         timings.ms["total"] = (time.perf_counter() - started) * 1000.0
         turn.timings_ms = {k: round(v, 3) for k, v in timings.ms.items()}
         if save:
-            with timings.stage("save"):
-                vectors = [embedding, self.wb.embedder.embed([turn.answer])[0]]
-                conversations.save(turn, vectors)
+            conversations.save(turn, [embedding, self.wb.embedder.embed([turn.answer])[0]])
         return turn
 
     def rerun(self, vendor_id: str, turn: AskTurn, *, anchored: bool) -> AskTurn:
         """A stored turn searched again with the same query, anchored or not; not stored."""
         vendor = self.wb.store.open_vendor(vendor_id, embedding_model=self.wb.embedder.name)
         anchors = turn.anchor_documents if anchored else []
-        again = self._answer(vendor, turn.question, turn.search_query, anchors, None,
-                             Timings(), [])
+        versions = self.wb.runner.committed_state(vendor)[1]
+        again = self._answer(vendor, versions, self.wb.runner.evidence(vendor, versions),
+                             turn.question, turn.search_query, anchors, None, Timings(), [])
         return again.model_copy(update={
             "vendor_id": turn.vendor_id, "conversation_id": turn.conversation_id,
             "turn": turn.turn, "continuation": turn.continuation, "history": turn.history})
 
     # Steps -------------------------------------------------------------------------------
 
-    def _continuation(self, vendor, question: str, embedding: np.ndarray,
+    def _continuation(self, evidence: ChromaEvidence, question: str, embedding: np.ndarray,
                       previous: AskTurn | None, history: list[HistoryMessage],
                       client: LLMClient | None, notes: list[str]
                       ) -> tuple[Continuation, str]:
@@ -131,15 +134,13 @@ class AskPipeline:
                              "the rules decided instead.")
         # A question that points back ("How often are they tested?") is measured with the
         # previous question's subject words it lacks: the pronoun alone names nothing.
-        closeness = self._closeness(
-            vendor, self.wb.embed_query(expanded_query(question, previous.question)),
-            previous) if previous else None
+        expanded = expanded_query(question, previous.question) if previous else question
+        closeness = self._closeness(evidence, self.wb.embed_query(expanded),
+                                    previous) if previous else None
         decision = decide(question, has_previous=previous is not None, closeness=closeness,
                           margin=self.settings.continuation_margin,
                           short_words=self.settings.continuation_short_words)
-        query = (expanded_query(question, previous.question)
-                 if previous and decision.is_continuation else question)
-        return decision, query
+        return decision, expanded if decision.is_continuation else question
 
     def _agent(self, client: LLMClient, question: str, previous: AskTurn,
                history: list[HistoryMessage]) -> tuple[Continuation, str]:
@@ -160,10 +161,10 @@ class AskPipeline:
                                                        "needs_reformulation":
                                                        result.needs_reformulation}), query
 
-    def _closeness(self, vendor, embedding: np.ndarray, previous: AskTurn) -> Closeness:
+    @staticmethod
+    def _closeness(evidence: ChromaEvidence, embedding: np.ndarray, previous: AskTurn
+                   ) -> Closeness:
         """Cosine of the question to the previous answer's evidence and to the store's best."""
-        versions = self.wb.runner.committed_state(vendor)[1]
-        evidence = self.wb.runner.evidence(vendor, versions)
         ids = [e.id for e in previous.answer_evidence]
         chunks = evidence.by_ids(ids, embeddings=True) if ids else []
         vector = np.asarray(embedding, dtype=np.float32)
@@ -172,25 +173,24 @@ class AskPipeline:
         best = [nb.score for nb in evidence.nearest(query, 1) if nb.committed]
         return Closeness(previous=previous_best, store=max(best + [previous_best]))
 
-    def _answer(self, vendor, question: str, search_query: str, anchors: list[str],
+    def _answer(self, vendor, versions: dict[str, str], evidence: ChromaEvidence,
+                question: str, search_query: str, anchors: list[str],
                 client: LLMClient | None, timings: Timings, notes: list[str]) -> AskTurn:
-        """Retrieve for the search query and compose the answer (no conversation fields)."""
+        """Retrieve for the search query at these committed versions and compose the answer
+        (no conversation fields)."""
         runner = self.wb.runner
         reranker, status = self.wb.reranker()
-        with timings.stage("manifest"):
-            versions = runner.committed_state(vendor)[1]
-        evidence = runner.evidence(vendor, versions)
         with timings.stage("lexical_sync"):
             search = runner.hybrid(vendor, versions, evidence)
-        boost = anchor_boost(self.settings) if anchors else 0.0
-        anchored = AnchoredSearch(search, anchors, boost) if anchors else None
+        anchored = (AnchoredSearch(search, anchors, anchor_boost(self.settings))
+                    if anchors else None)
         env = RetrievalEnv(settings=self.settings, vendor_id=vendor.vendor_id,
                            search=anchored or search, records=evidence, reranker=reranker,
                            reranker_status=status,
                            read_links=lambda: runner.links.read(vendor.vendor_id, evidence))
         with timings.stage("embed_query"):
             # The linked answers are the question's own (its hash); the search is the query's.
-            vector = (self.wb.embed_query(search_query))
+            vector = self.wb.embed_query(search_query)
         query = Query(text=search_query, criterion_hash=criterion_hash(question),
                       embedding=vector)
         result = qa.run(env, query, timings)

@@ -75,29 +75,6 @@ class CandidateSource(Protocol):
 class RecordReader(Protocol):
     """Records looked up, not searched: every match, whatever the collection's size."""
 
-    def _with_unreached(self, rows: list[tuple], embedding: np.ndarray,
-                        where: Where | None) -> list[tuple]:
-        """The rows of a query that answered fewer than asked, plus any matching record the
-        approximate index did not reach, scored exactly, all in distance order.
-
-        An HNSW search may stop short of records it holds (a poorly connected node, or an
-        index whose last writes were lost to a killed process and not yet replayed), so a
-        window wider than the answer is checked against the records themselves. This runs
-        only when the whole (filtered) collection fits in the window."""
-        returned = {row[0] for row in rows}
-        if where is None and self._chunks.count() <= len(returned):
-            return rows
-        missing = [i for i in self.ids(where or {}) if i not in returned] if where else [
-            i for i in self._all_ids() if i not in returned]
-        if not missing:
-            return rows
-        extra = [(c.id, c.text, c.metadata, 1.0 - float(c.embedding @ embedding))
-                 for c in self.by_ids(missing, embeddings=True)]
-        return sorted([*rows, *extra], key=lambda row: row[3])
-
-    def _all_ids(self) -> list[str]:
-        return get_all(self._chunks, include=(), page_size=self._page_size)["ids"]
-
     def ids(self, where: Where) -> list[str]:
         """The ids of every record whose metadata matches."""
         ...
@@ -174,16 +151,12 @@ class ChromaEvidence:
         returned = {row[0] for row in rows}
         if where is None and self._chunks.count() <= len(returned):
             return rows
-        missing = [i for i in self.ids(where or {}) if i not in returned] if where else [
-            i for i in self._all_ids() if i not in returned]
+        missing = [i for i, _ in self._pages(where, include=()) if i not in returned]
         if not missing:
             return rows
         extra = [(c.id, c.text, c.metadata, 1.0 - float(c.embedding @ embedding))
                  for c in self.by_ids(missing, embeddings=True)]
         return sorted([*rows, *extra], key=lambda row: row[3])
-
-    def _all_ids(self) -> list[str]:
-        return get_all(self._chunks, include=(), page_size=self._page_size)["ids"]
 
     def ids(self, where: Where) -> list[str]:
         return [i for i, _ in self._pages(where, include=())]
