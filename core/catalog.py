@@ -6,13 +6,15 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import numpy as np
+
 from core.config import Settings
 from core.conversation.models import AskTurn, ConversationSummary
 from core.conversation.store import Conversations
 from core.hashing import criterion_hash
 from core.models import FOLLOWUP_SOURCE_TYPE, FollowupHit, by_round
 from core.reports import VendorStatus
-from core.retrieval.source import ChromaEvidence
+from core.retrieval.source import ChromaEvidence, Query
 from core.retrieval.stages import assign_tiers, candidate_from_chunk, followup_hit
 from core.store import (
     CONSISTENT_READ_ATTEMPTS,
@@ -78,13 +80,15 @@ class Catalog:
         return conversations.turns(conversations.check_id(conversation_id))
 
     def linked_followups(self, vendor_id: str, criterion: str) -> list[FollowupHit]:
-        """Every follow-up linked to the criterion by hash, whatever any strategy kept, in
-        round order."""
-        chash = criterion_hash(criterion)
+        """Every follow-up linked to the criterion by hash (its canonical hash, so a criterion
+        pasted with other typography counts), whatever any strategy kept, in round order."""
+        # Nothing is searched: the query carries the criterion's hashes only.
+        query = Query(text=criterion, criterion_hash=criterion_hash(criterion),
+                      embedding=np.zeros(0, dtype=np.float32))
         vendor = self.store.open_vendor(vendor_id)
         records = ChromaEvidence(vendor.chunks, lambda meta: True)
-        hits = [followup_hit(candidate_from_chunk(chunk), criterion, chash, ["hash"])
-                for chunk in records.by_metadata({"criterion_question_hash": chash})]
+        chunks = records.by_metadata({"criterion_canonical_hash": query.canonical_hash})
+        hits = [followup_hit(candidate_from_chunk(chunk), query, ["hash"]) for chunk in chunks]
         return by_round(assign_tiers(hits, [], criterion, self.settings.fuzzy_match_threshold))
 
 

@@ -16,10 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.store import MANIFEST_GENERATION_ID, SCHEMA_VERSION, VendorCollections
+from core.hashing import canonical_criterion_hash
+from core.models import FOLLOWUP_SOURCE_TYPE
+from core.store import MANIFEST_GENERATION_ID, SCHEMA_VERSION, VendorCollections, get_all
 
 # The first version a store recorded; older stores recorded none and cannot be told apart.
 FIRST_SCHEMA_VERSION = 1
+# Records rewritten per call; well under any ChromaDB client's maximum batch size.
+UPDATE_BATCH = 500
 
 
 @dataclass(frozen=True)
@@ -42,8 +46,33 @@ def _record_manifest_generation(vendor: VendorCollections) -> None:
                            embeddings=[[1.0]], documents=["manifest generation"])
 
 
+def _record_canonical_criterion_hash(vendor: VendorCollections) -> None:
+    """Every follow-up linked to a criterion gets `criterion_canonical_hash` beside its
+    `criterion_question_hash`, so a metadata filter finds the answers to a criterion pasted
+    with other typography. A record that already carries the right value is left alone.
+
+    ChromaDB 1.5's `update` merges the given keys into the stored metadata; the whole
+    metadata is written all the same, so a version that replaces it keeps every key."""
+    found = get_all(vendor.chunks, where={"source_type": FOLLOWUP_SOURCE_TYPE},
+                    include=("metadatas",))
+    ids: list[str] = []
+    metadatas: list[dict[str, Any]] = []
+    for record_id, metadata in zip(found["ids"], found["metadatas"], strict=True):
+        linked = metadata.get("original_criterion_question_text")
+        if not linked:
+            continue
+        canonical = canonical_criterion_hash(str(linked))
+        if metadata.get("criterion_canonical_hash") != canonical:
+            ids.append(record_id)
+            metadatas.append({**metadata, "criterion_canonical_hash": canonical})
+    for start in range(0, len(ids), UPDATE_BATCH):
+        vendor.chunks.update(ids=ids[start : start + UPDATE_BATCH],
+                             metadatas=metadatas[start : start + UPDATE_BATCH])
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "record_manifest_generation", _record_manifest_generation),
+    Migration(3, "record_canonical_criterion_hash", _record_canonical_criterion_hash),
 )
 
 

@@ -215,6 +215,10 @@ class Candidate(BaseModel):
     type: str
     source: str
     page: int | None = None
+    section: str | None = Field(
+        None, description="the document's section the chunk comes from: its heading path, "
+                          "such as 'Access control > Passwords' (None where the document has "
+                          "no headings)")
     round_number: int | None = None
     text: str
     first_stage_score: float | None = Field(
@@ -263,6 +267,11 @@ class FollowupHit(BaseModel):
     question_text: str
     answer_text: str
     hash_match: bool
+    typographic_variants: list[str] = Field(
+        default_factory=list,
+        description="how the linked criterion text differs from this criterion only in "
+                    "typography (curly apostrophe, zero-width space, Unicode normal form...); "
+                    "empty when it links by the exact hash")
     found_by: list[FoundBy] = Field(default_factory=list)
     question_similarity: float
     tier: Tier | None = None

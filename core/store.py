@@ -13,13 +13,14 @@ import numpy as np
 
 from core.config import Settings
 from core.errors import StoreError, UnknownVendorError, UserInputError
+from core.hashing import canonical_criterion_question_hash
 from core.models import FOLLOWUP_SOURCE_TYPE, StoredRecord, is_valid_vendor_id
 
 # ChromaDB reads this before its telemetry client starts; nothing leaves the machine.
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 # The schema this program writes; core.migrations upgrades older stores to it in place.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Reads that race a writer are repeated until they saw one committed state, at most this often.
 CONSISTENT_READ_ATTEMPTS = 5
 _CHUNKS_SUFFIX = "__chunks"
@@ -316,11 +317,22 @@ def commit_manifest_entry(vendor: VendorCollections, doc_key: str, entry: dict[s
     )
 
 
-def followup_link(metadata: dict[str, Any]) -> tuple[str | None, str]:
-    """What a stored follow-up response is linked to: (criterion hash, linked criterion text),
-    None and "" for an ad-hoc question."""
-    return (metadata.get("criterion_question_hash"),
+def followup_link(metadata: dict[str, Any]) -> tuple[str | None, str | None, str]:
+    """What a stored follow-up response is linked to: (criterion hash, canonical criterion
+    hash, linked criterion text); None, None and "" for an ad-hoc question."""
+    return (metadata.get("criterion_question_hash"), followup_canonical_hash(metadata),
             str(metadata.get("original_criterion_question_text") or ""))
+
+
+def followup_canonical_hash(metadata: dict[str, Any]) -> str | None:
+    """The canonical hash of the criterion a stored follow-up answers (None for an ad-hoc
+    question): the stored key, or, for a record written before the key existed, computed
+    from its linked criterion text."""
+    stored = metadata.get("criterion_canonical_hash")
+    if stored:
+        return str(stored)
+    return canonical_criterion_question_hash(
+        str(metadata.get("original_criterion_question_text") or ""))
 
 
 def committed_versions(manifest: dict[str, dict[str, Any]]) -> dict[str, str]:

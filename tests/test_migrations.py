@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from core.config import Settings
+from core.hashing import canonical_criterion_hash
 from core.migrations import FIRST_SCHEMA_VERSION, MIGRATIONS, upgrade
-from core.store import MANIFEST_GENERATION_ID, SCHEMA_VERSION, manifest_generation
+from core.store import MANIFEST_GENERATION_ID, SCHEMA_VERSION, get_all, manifest_generation
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION, SAMPLE_DATA
 from tests.fakes import FakeEmbedder, FakeReranker
@@ -107,3 +108,95 @@ def test_a_store_written_before_conversations_existed_is_asked_not_refused(versi
     turn = bench.ask("acme", "Is data at rest encrypted with AES-256?")
     assert [s.conversation_id for s in bench.conversations("acme")] == [turn.conversation_id]
     assert set(recorded(settings).values()) == {SCHEMA_VERSION}
+
+
+# Step 3: the canonical criterion hash beside the contract's ----------------------------------
+
+PASTED = "Does the vendor\u2019s platform encrypt data at rest using AES\u2013256?"
+TYPED = "Does the vendor's platform encrypt data at rest using AES-256?"
+PASTED_ROUND = {
+    "vendor_id": "acme", "round_number": 2, "timestamp": "2024-02-10T09:00:00Z",
+    "responses": [{"criterion_question_text": PASTED,
+                   "question_text": "Which cipher protects the platform's stored data?",
+                   "answer_text": "AES-256 everywhere."},
+                  {"question_text": "Who is your DPO?", "answer_text": "Jane."}],
+}
+
+
+def followups(settings: Settings) -> dict[str, dict]:
+    chunks = fresh(settings).store.client.get_collection("vendor__acme__chunks")
+    found = get_all(chunks, where={"source_type": "follow_up_response"})
+    return dict(zip(found["ids"], found["metadatas"], strict=True))
+
+
+def as_version_2(settings: Settings) -> None:
+    """Rewrite the vendor's follow-ups as schema version 2 wrote them (no canonical hash) and
+    record version 2 in both collections."""
+    client = fresh(settings).store.client
+    chunks = client.get_collection("vendor__acme__chunks")
+    found = chunks.get(where={"source_type": "follow_up_response"},
+                       include=["documents", "metadatas", "embeddings"])
+    chunks.delete(ids=found["ids"])
+    chunks.add(ids=found["ids"], documents=found["documents"], embeddings=found["embeddings"],
+               metadatas=[{k: v for k, v in m.items() if k != "criterion_canonical_hash"}
+                          for m in found["metadatas"]])
+    for name in ("vendor__acme__chunks", "vendor__acme__manifest"):
+        collection = client.get_collection(name)
+        collection.modify(metadata={**collection.metadata, "schema_version": 2})
+
+
+@pytest.fixture
+def version_2_store(settings) -> Settings:
+    bench = fresh(settings)
+    bench.ingest_documents("acme", [POLICY])
+    bench.ingest_questionnaire(ROUND)
+    bench.ingest_questionnaire(PASTED_ROUND)
+    as_version_2(settings)
+    return settings
+
+
+def test_step_3_adds_the_canonical_hash_and_a_pasted_criterion_links(version_2_store,
+                                                                       settings):
+    before = followups(settings)
+    assert len(before) == 3
+    assert not any("criterion_canonical_hash" in m for m in before.values())
+
+    bench = fresh(settings)
+    trace = bench.retrieve("acme", TYPED, "tiered")  # a metadata filter on the new key
+
+    assert set(recorded(settings).values()) == {SCHEMA_VERSION}
+    after = followups(settings)
+    for record_id, metadata in after.items():
+        linked = metadata["original_criterion_question_text"]
+        if linked:
+            assert metadata["criterion_canonical_hash"] == canonical_criterion_hash(linked)
+        else:  # an ad-hoc question links to nothing
+            assert "criterion_canonical_hash" not in metadata
+        # Every other key is as it was.
+        assert {k: v for k, v in metadata.items() if k != "criterion_canonical_hash"} == \
+            before[record_id]
+    [hit] = [h for h in trace.followups if h.hash_match]
+    assert hit.round_number == 2 and hit.hash_match and hit.criterion_question_text == PASTED
+    assert hit.tier_reason.startswith("hash match after typography (curly apostrophe")
+    assert [h.round_number for h in bench.linked_followups("acme", TYPED)] == [2]
+    assert [h.round_number for h in bench.linked_followups("acme", AES_CRITERION)] == [1]
+
+
+def test_step_3_interrupted_half_way_is_finished_and_safe_to_run_again(version_2_store,
+                                                                        settings):
+    # The step wrote one record's key, then the process died before version 3 was recorded.
+    chunks = fresh(settings).store.client.get_collection("vendor__acme__chunks")
+    first = next(i for i, m in followups(settings).items()
+                 if m["original_criterion_question_text"] == AES_CRITERION)
+    chunks.update(ids=[first], metadatas=[{
+        "criterion_canonical_hash": canonical_criterion_hash(AES_CRITERION)}])
+
+    bench = fresh(settings)
+    assert bench.status("acme")[0].rounds == [1, 2]
+    finished = followups(settings)
+    assert sum("criterion_canonical_hash" in m for m in finished.values()) == 2
+    [step] = [m for m in MIGRATIONS if m.version == 3]
+    step.upgrade(bench.store.open_vendor("acme"))
+    assert followups(settings) == finished
+    linked = [f for f in bench.retrieve("acme", PASTED, "tiered").followups if f.hash_match]
+    assert [f.round_number for f in linked] == [2]

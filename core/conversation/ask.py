@@ -189,10 +189,11 @@ class AskPipeline:
                            reranker_status=status,
                            read_links=lambda: runner.links.read(vendor.vendor_id, evidence))
         with timings.stage("embed_query"):
-            # The linked answers are the question's own (its hash); the search is the query's.
+            # The linked answers are the question's own (its hashes, the canonical one
+            # computed from it); the search is the query's.
             vector = self.wb.embed_query(search_query)
         query = Query(text=search_query, criterion_hash=criterion_hash(question),
-                      embedding=vector)
+                      embedding=vector, linked_text=question)
         result = qa.run(env, query, timings)
         boosts = anchored.boosts if anchored else {}
         answer_evidence = [_evidence(c, boosts) for c in result.answer]

@@ -11,7 +11,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from core.errors import UserInputError
-from core.hashing import content_hash, criterion_question_hash, format_embedding_content
+from core.hashing import (
+    canonical_criterion_hash,
+    content_hash,
+    criterion_question_hash,
+    format_embedding_content,
+)
 from core.ingest import decode_utf8, read_user_file, refuse_too_large, shown_path
 from core.models import (
     FOLLOWUP_SOURCE_TYPE,
@@ -132,8 +137,11 @@ def payload_records(payload: QuestionnairePayload) -> list[StoredRecord]:
             "timestamp_epoch": timestamp.timestamp(),
         }
         linked = criterion_question_hash(response.criterion_question_text)
-        if linked is not None:  # ChromaDB metadata cannot hold None: ad-hoc omits the key
+        if linked is not None:  # ChromaDB metadata cannot hold None: ad-hoc omits the keys
             metadata["criterion_question_hash"] = linked
+            # Beside the contract's hash: the one a pasted criterion's typography folds to.
+            metadata["criterion_canonical_hash"] = canonical_criterion_hash(
+                response.criterion_question_text or "")
         records.append(StoredRecord(
             id=followup_record_id(payload.vendor_id, key, payload.round_number),
             text=format_embedding_content(response.question_text, response.answer_text),

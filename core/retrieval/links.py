@@ -8,8 +8,9 @@ from core.models import FOLLOWUP_SOURCE_TYPE
 from core.retrieval.source import RecordReader
 from core.store import followup_link
 
-# follow-up id -> (criterion hash, linked criterion text); None and "" for an ad-hoc question.
-Links = dict[str, tuple[str | None, str]]
+# follow-up id -> (criterion hash, canonical criterion hash, linked criterion text); None, None
+# and "" for an ad-hoc question.
+Links = dict[str, tuple[str | None, str | None, str]]
 
 
 class FollowupLinks:

@@ -76,7 +76,7 @@ def run(env: RetrievalEnv, query: Query, timings: Timings | None = None) -> QARe
 
         def hit_for(candidate: Candidate, path: str) -> FollowupHit:
             found_by = [path] + (["first_stage"] if candidate.id in seen else [])
-            return followup_hit(candidate, query.text, query.criterion_hash, found_by)
+            return followup_hit(candidate, query, found_by)
 
         hash_hits = assign_tiers([hit_for(c, "hash") for c in linked], [], query.text,
                                  s.fuzzy_match_threshold)

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from core.hashing import canonical_criterion_hash
 from core.store import get_all, present_rows
 
 Where = dict[str, Any]
@@ -20,11 +21,24 @@ Where = dict[str, Any]
 
 @dataclass(frozen=True)
 class Query:
-    """The criterion as every stage sees it."""
+    """The criterion as every stage sees it.
+
+    `linked_text` is the text follow-ups are linked to when it is not the searched `text`
+    (a reformulated question searches with other words but links by the question asked);
+    `criterion_hash` is its contract hash. `canonical_hash` is computed from it unless
+    given: follow-ups whose criterion differs from it only in typography share it."""
 
     text: str
     criterion_hash: str
     embedding: np.ndarray
+    linked_text: str = ""  # empty: `text`
+    canonical_hash: str = ""  # empty: computed from the linked text
+
+    def __post_init__(self) -> None:
+        if not self.linked_text:
+            object.__setattr__(self, "linked_text", self.text)
+        if not self.canonical_hash:
+            object.__setattr__(self, "canonical_hash", canonical_criterion_hash(self.linked_text))
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,17 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from core.config import Settings
-from core.hashing import criterion_similarity, question_similarity, typo_corrections
+from core.hashing import (
+    criterion_similarity,
+    question_similarity,
+    typo_corrections,
+    typographic_differences,
+)
 from core.models import (
     BoostOutcome,
     Candidate,
@@ -22,6 +28,7 @@ from core.models import (
 from core.rerank import Reranker
 from core.retrieval.links import Links
 from core.retrieval.source import CandidateSource, Query, RecordReader, StoredChunk, Where
+from core.store import followup_canonical_hash
 
 TIER_ORDER = {"high": 0, "medium": 1, "low": 2}
 
@@ -57,7 +64,8 @@ class RetrievalEnv:
     _links: Links | None = None
 
     def links(self) -> Links:
-        """Follow-up id -> (criterion hash, linked criterion text), read once per run."""
+        """Follow-up id -> (criterion hash, canonical criterion hash, linked criterion text),
+        read once per run."""
         if self._links is None:
             self._links = self.read_links()
         return self._links
@@ -75,6 +83,7 @@ def candidate_from_chunk(chunk: StoredChunk, *, score: float | None = None,
         type=str(metadata.get("type", "")),
         source=str(metadata.get("source", "")),
         page=int(page) if page is not None else None,
+        section=str(metadata["section"]) if metadata.get("section") else None,
         round_number=metadata.get("round_number"),
         text=chunk.text,
         first_stage_score=score,
@@ -114,32 +123,52 @@ def split_followups(candidates: Sequence[Candidate]) -> tuple[list[Candidate], l
 
 # Follow-ups ------------------------------------------------------------------------------
 
-def followup_hit(candidate: Candidate, criterion: str, criterion_hash: str,
-                 found_by: Sequence[str]) -> FollowupHit:
+def followup_hit(candidate: Candidate, query: Query, found_by: Sequence[str]) -> FollowupHit:
+    """A follow-up as the query sees it: whether it is linked to the query's criterion (by
+    the canonical hash, so a typographic variant of the criterion links as the criterion
+    does), how, and how similar its question is to the query's text."""
     meta = candidate.metadata
+    linked_text = meta.get("original_criterion_question_text") or None
+    hash_match = is_linked(meta, query.criterion_hash, query.canonical_hash)
+    variants = (typographic_differences(query.linked_text, str(linked_text))
+                if hash_match and linked_text
+                and meta.get("criterion_question_hash") != query.criterion_hash else [])
     return FollowupHit(
         id=candidate.id,
         round_number=int(meta["round_number"]),
         timestamp=str(meta.get("timestamp", "")),
         source=candidate.source,
         content=candidate.text,
-        criterion_question_text=meta.get("original_criterion_question_text") or None,
+        criterion_question_text=linked_text,
         criterion_question_hash=meta.get("criterion_question_hash"),
         question_text=str(meta["question_text"]),
         answer_text=str(meta["answer_text"]),
-        hash_match=meta.get("criterion_question_hash") == criterion_hash,
+        hash_match=hash_match,
+        typographic_variants=variants,
         found_by=list(found_by),
-        question_similarity=round(question_similarity(criterion, str(meta["question_text"])), 4),
+        question_similarity=round(question_similarity(query.text, str(meta["question_text"])),
+                                  4),
         first_stage_score=candidate.first_stage_score,
         first_stage_rank=candidate.first_stage_rank,
     )
 
 
-def extract_by_hash(candidates: Sequence[Candidate], criterion_hash: str
-                    ) -> tuple[list[Candidate], list[Candidate]]:
-    """Seed 000: (follow-ups carrying the criterion hash, all the rest)."""
+def is_linked(metadata: dict[str, Any], criterion_hash: str,
+              canonical_hash: str | None = None) -> bool:
+    """Whether a stored follow-up answers a criterion: it carries the criterion hash or,
+    given the canonical hash, its criterion differs from this one only in typography (the
+    same criterion hash always means the same canonical hash)."""
+    if metadata.get("criterion_question_hash") == criterion_hash:
+        return True
+    return canonical_hash is not None and followup_canonical_hash(metadata) == canonical_hash
+
+
+def extract_by_hash(candidates: Sequence[Candidate], criterion_hash: str,
+                    canonical_hash: str | None = None) -> tuple[list[Candidate], list[Candidate]]:
+    """Seed 000: (follow-ups carrying the criterion hash, all the rest). Given the canonical
+    hash, a follow-up whose criterion differs only in typography is extracted too."""
     matched = [c for c in candidates
-               if c.is_followup and c.metadata.get("criterion_question_hash") == criterion_hash]
+               if c.is_followup and is_linked(c.metadata, criterion_hash, canonical_hash)]
     matched_ids = {c.id for c in matched}
     return matched, [c for c in candidates if c.id not in matched_ids]
 
@@ -167,7 +196,9 @@ def assign_tiers(hash_hits: Sequence[FollowupHit], semantic_hits: Sequence[Follo
 
     A follow-up that carries the criterion hash is tiered by the hash rule even when only
     the semantic path found it (a path-1 limit can leave it out): seed 003's tier table
-    reserves "low" for follow-ups with no hash match."""
+    reserves "low" for follow-ups with no hash match. A follow-up linked through the
+    canonical hash (its criterion differs only in typography) is a hash match; its reason
+    names the typography."""
     tiered: dict[str, FollowupHit] = {}
     linked_by_search = [h for h in semantic_hits if h.hash_match and
                         h.id not in {x.id for x in hash_hits}]
@@ -181,9 +212,11 @@ def assign_tiers(hash_hits: Sequence[FollowupHit], semantic_hits: Sequence[Follo
         else:
             wording = "question reworded"
         sign = ">=" if similar else "<"
+        how = (f"hash match after typography ({', '.join(hit.typographic_variants)})"
+               if hit.typographic_variants else "hash match")
         tiered[hit.id] = hit.model_copy(update={
             "tier": tier,
-            "tier_reason": f"hash match; {wording}, similarity {hit.question_similarity:.2f} "
+            "tier_reason": f"{how}; {wording}, similarity {hit.question_similarity:.2f} "
                            f"{sign} {threshold:.2f}: {tier}",
         })
     for hit in semantic_hits:
@@ -217,6 +250,8 @@ def _low_tier_reason(hit: FollowupHit, criterion: str) -> str:
     if corrections:
         fixed = ", ".join(f"{typo} -> {word}" for typo, word in corrections)
         what = f"its criterion text differs only by a typo ({fixed})"
+    elif corrections is not None:
+        what = "its criterion text differs only in punctuation"
     elif similarity >= 0.9:
         what = f"its criterion text was edited (similarity {similarity:.2f})"
     else:
@@ -226,24 +261,30 @@ def _low_tier_reason(hit: FollowupHit, criterion: str) -> str:
 
 def fetch_vouched_followups(env: RetrievalEnv, query: Query
                             ) -> tuple[list[Candidate], list[Candidate]]:
-    """(follow-ups linked by the criterion hash, follow-ups linked to this criterion's text
-    with a typo), found through each stored response's link (a metadata lookup, so no search
-    window can miss one) and read in one call, scored against the query in Python so the
-    trace can show their similarity."""
+    """(follow-ups linked to the criterion by hash, follow-ups linked to this criterion's
+    text with a typo or other punctuation), found through each stored response's link (a
+    metadata lookup, so no search window can miss one) and read in one call, scored against
+    the query in Python so the trace can show their similarity.
+
+    A follow-up whose criterion differs from this one only in typography (curly quotes, a
+    zero-width space, another Unicode form) shares its canonical hash: it is linked by hash,
+    not a near copy."""
     s = env.settings
-    is_typo_of: dict[str, bool] = {}
+    is_near_copy: dict[str, bool] = {}
     linked_ids, near_ids = [], []
-    for record_id, (linked_hash, linked) in env.links().items():
-        if linked_hash == query.criterion_hash:
+    for record_id, (linked_hash, canonical, linked) in env.links().items():
+        if linked_hash == query.criterion_hash or canonical == query.canonical_hash:
             linked_ids.append(record_id)
             continue
         if not linked:
             continue
-        if linked not in is_typo_of:
-            is_typo_of[linked] = bool(typo_corrections(
-                query.text, linked, word_similarity=s.typo_word_similarity,
-                max_words=s.typo_max_words))
-        if is_typo_of[linked]:
+        if linked not in is_near_copy:
+            # The same words (an empty list of corrections) differ only in punctuation here:
+            # texts whose words differ only in typography were linked by hash above.
+            is_near_copy[linked] = typo_corrections(
+                query.linked_text, linked, word_similarity=s.typo_word_similarity,
+                max_words=s.typo_max_words) is not None
+        if is_near_copy[linked]:
             near_ids.append(record_id)
     if not linked_ids and not near_ids:
         return [], []

@@ -24,9 +24,8 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
     with timings.stage("first_stage"):
         hits = first_stage(env, query, s.top_first_stage_n)
     with timings.stage("extract"):
-        matched, remaining = extract_by_hash(hits, query.criterion_hash)
-        extracted = [followup_hit(c, query.text, query.criterion_hash, ["first_stage", "hash"])
-                     for c in matched]
+        matched, remaining = extract_by_hash(hits, query.criterion_hash, query.canonical_hash)
+        extracted = [followup_hit(c, query, ["first_stage", "hash"]) for c in matched]
         # Tiers are informational here: seed 000 logs question similarity, keeps by round.
         extracted = assign_tiers(extracted, [], query.text, s.fuzzy_match_threshold)
         kept, dropped = keep_latest_rounds(extracted, s.max_followup_rounds)

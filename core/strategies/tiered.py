@@ -21,16 +21,16 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
     s = env.settings
     with timings.stage("hash_path"):
         # Seed 003 path 1 as written for a pre-filtering vector DB: a filtered vector search
-        # limited to MAX_FOLLOWUP_ROUNDS, ranked by similarity within the hash matches.
+        # limited to MAX_FOLLOWUP_ROUNDS, ranked by similarity within the hash matches. The
+        # filter is on the canonical hash, so a criterion pasted with other typography links.
         linked = first_stage(env, query, s.max_followup_rounds,
-                             where={"criterion_question_hash": query.criterion_hash})
-        hash_hits = [followup_hit(c, query.text, query.criterion_hash, ["hash"]) for c in linked]
+                             where={"criterion_canonical_hash": query.canonical_hash})
+        hash_hits = [followup_hit(c, query, ["hash"]) for c in linked]
     with timings.stage("first_stage"):
         hits = first_stage(env, query, s.semantic_path_top_k)
     with timings.stage("tiers"):
         semantic_followups, documents = split_followups(hits)
-        semantic_hits = [followup_hit(c, query.text, query.criterion_hash, ["semantic"])
-                         for c in semantic_followups]
+        semantic_hits = [followup_hit(c, query, ["semantic"]) for c in semantic_followups]
         tiered = assign_tiers(hash_hits, semantic_hits, query.text, s.fuzzy_match_threshold)
         kept, dropped = merge_tiers(tiered, s.max_followup_rounds)
     with timings.stage("rerank"):
