@@ -31,7 +31,13 @@ def _indented(text: str) -> str:
 
 
 def evidence_source(candidate: Candidate) -> str:
-    return f"{candidate.source} (page {candidate.page})" if candidate.page else candidate.source
+    """Where an excerpt comes from, as its <source> and its prompt header show it: the
+    document, then its section ("policy.docx \u00a7 Access control > Passwords") or its PDF
+    page."""
+    label = candidate.source
+    if candidate.section:
+        label = f"{label} \u00a7 {candidate.section}"
+    return f"{label} (page {candidate.page})" if candidate.page else label
 
 
 @dataclass(frozen=True)

@@ -912,4 +912,139 @@ def test_a_damaged_pdf_is_refused_in_one_sentence_or_read(tmp_path, edits, cut):
     except UserInputError as exc:
         assert_one_sentence(str(exc), "damaged.pdf")
     else:
-        assert prepared.chunks and all(text.strip() for text, _ in prepared.chunks)
+        assert prepared.chunks and all(chunk.text.strip() for chunk in prepared.chunks)
+
+
+# Word files and web pages: bad .docx, .html and .htm files -----------------------------------
+# Each is refused through the command and through the uploads, next to a good document that
+# is not written either.
+
+def docx_bytes(*paragraphs: str) -> bytes:
+    import docx
+
+    document = docx.Document()
+    for text in paragraphs:
+        document.add_paragraph(text)
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+GOOD_DOCX = docx_bytes("Customer data keys are rotated every 90 days and logged.")
+OLE_HEADER = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # how encrypted Office files and .doc begin
+
+
+def repacked(data: bytes, *, drop: str = "", add: dict[str, bytes] | None = None,
+             content_types: Callable[[bytes], bytes] | None = None) -> bytes:
+    """A .docx package with one part left out, parts added or its content types changed."""
+    import zipfile
+
+    source = zipfile.ZipFile(io.BytesIO(data))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
+        for name in source.namelist():
+            part = source.read(name)
+            if name == "[Content_Types].xml" and content_types:
+                part = content_types(part)
+            if name != drop:
+                target.writestr(name, part)
+        for name, part in (add or {}).items():
+            target.writestr(name, part)
+    return out.getvalue()
+
+
+def as_docm(content_types: bytes) -> bytes:
+    return content_types.replace(b"wordprocessingml.document.main+xml",
+                                 b"ms-word.document.macroEnabled.main+xml")
+
+
+def zip_bomb_bytes() -> bytes:
+    """A real .docx with 283 MB of zeros in it, which deflate to a few hundred kB."""
+    import zipfile
+
+    out = io.BytesIO(repacked(GOOD_DOCX))
+    with zipfile.ZipFile(out, "a", zipfile.ZIP_DEFLATED) as package:
+        for number in range(3):
+            with package.open(f"word/media/image{number}.bin", "w", force_zip64=True) as part:
+                for _ in range(90):
+                    part.write(bytes(1 << 20))
+    return out.getvalue()
+
+
+OFFICE_REFUSALS: dict[str, tuple[str, Callable[[], bytes], list[str]]] = {
+    "encrypted Word file": ("locked.docx", lambda: OLE_HEADER + bytes(1024),
+                            ["locked.docx", "encrypted", ".doc"]),
+    "Word file that is not a zip": ("damaged.docx", lambda: DOCX,
+                                    ["damaged.docx", "not a readable Word document"]),
+    "Word file cut short": ("truncated.docx", lambda: GOOD_DOCX[: len(GOOD_DOCX) // 2],
+                            ["truncated.docx", "not a readable Word document"]),
+    "zip without word/document.xml": (
+        "nodocument.docx", lambda: repacked(GOOD_DOCX, drop="word/document.xml"),
+        ["nodocument.docx", "word/document.xml"]),
+    "Word file with a VBA project": (
+        "macros.docx", lambda: repacked(GOOD_DOCX, add={"word/vbaProject.bin": b"VBA"}),
+        ["macros.docx", "macros", "plain"]),
+    "macro-enabled .docm renamed .docx": (
+        "renamed.docx", lambda: repacked(GOOD_DOCX, content_types=as_docm),
+        ["renamed.docx", "macros", "plain"]),
+    "zip bomb": ("bomb.docx", zip_bomb_bytes,
+                 ["bomb.docx", "would unpack to", "250 MB", "zip bomb"]),
+    "Word file without text": ("blank.docx", docx_bytes, ["blank.docx", "no extractable text"]),
+    "web page without text": (
+        "blank.html", lambda: b"<html><head><title>Policy</title><script>go()</script></head>"
+                              b"<body>\n  <img src='logo.png'>\n</body></html>",
+        ["blank.html", "no extractable text"]),
+    "web page not in its declared charset": (
+        "latin.htm", lambda: b'<meta charset="utf-8"><p>Schl\xfcssel rotate.</p>',
+        ["latin.htm", "utf-8", "byte 29"]),
+    "web page of binary noise": ("noise.html", lambda: bytes(range(256)) * 4,
+                                 ["noise.html", "cannot be decoded"]),
+}
+
+
+@pytest.fixture(scope="module")
+def office_files(tmp_path_factory) -> dict[str, tuple[Path, bytes]]:
+    """Every bad file on disk (in a folder of its own) and its bytes, made once."""
+    folder = tmp_path_factory.mktemp("office")
+    files = {}
+    for case, (name, make, _) in OFFICE_REFUSALS.items():
+        data = make()
+        files[case] = (write(folder / re.sub(r"\W+", "_", case) / name, data), data)
+    write(folder / "good.md", POLICY)
+    return files
+
+
+def test_the_word_files_and_pages_made_here_are_read_when_nothing_is_wrong(workbench, tmp_path):
+    """The refusals below are about their defect, not about how the files are made."""
+    page = b'<meta charset="utf-8"><h1>Keys</h1><p>Schl\xc3\xbcssel rotate.</p>'
+    docs = [write(tmp_path / "policy.docx", GOOD_DOCX),
+            write(tmp_path / "repacked.docx", repacked(GOOD_DOCX)),
+            write(tmp_path / "keys.html", page)]
+    report = workbench.ingest_documents("acme", docs)
+    assert [(d.source, d.status, d.chunks) for d in report.documents] == [
+        ("policy.docx", "added", 1), ("repacked.docx", "added", 1), ("keys.html", "added", 1)]
+
+
+@pytest.mark.parametrize("case", list(OFFICE_REFUSALS))
+def test_the_command_refuses_a_bad_word_file_or_page(populated, office_files, case, capfd,
+                                                     monkeypatch):
+    monkeypatch.setenv("EVIDENCE_EMBEDDING_MODEL", "fake-bag-of-words")
+    path, _ = office_files[case]
+    good = path.parent.parent / "good.md"
+    before = store_snapshot(populated)
+    capfd.readouterr()
+    code = main(["--store", str(populated.settings.store), "ingest", "docs", "--vendor", "acme",
+                 str(good), str(path)])
+    assert_cli_refused(code, *capfd.readouterr(), *OFFICE_REFUSALS[case][2])
+    assert_unchanged(before, store_snapshot(populated))
+
+
+@pytest.mark.parametrize("case", list(OFFICE_REFUSALS))
+def test_a_bad_word_file_or_page_upload_is_refused(populated, office_files, case):
+    name, _, needles = OFFICE_REFUSALS[case]
+    with refused(populated, *needles):
+        ingest_uploaded_documents(populated, "acme", [("good.md", POLICY.encode()),
+                                                      (name, office_files[case][1])],
+                                  "tc_files", None)
+
+# End of Word files and web pages -------------------------------------------------------------

@@ -40,7 +40,7 @@ def test_the_chunker_makes_exactly_the_chunks_asked_for(tmp_path, chunks):
     for folder in folders.values():
         for path in sorted(folder.iterdir()):
             doc = prepare_document(DocumentFile(path, path.name), 1000, 150)
-            stored.extend(text for text, _ in doc.chunks)
+            stored.extend(chunk.text for chunk in doc.chunks)
 
     assert corpus.chunks == chunks
     assert len(stored) == chunks

@@ -257,7 +257,7 @@ def inputs(tmp_path_factory) -> Path:
     payload("bad_vendor_long.json", lambda d: d.update(vendor_id="a" * 64))
     payload("bad_vendor_dash.json", lambda d: d.update(vendor_id="-x"))
 
-    (folder / "notes.docx").write_bytes(b"PK\x03\x04 not a document we read")
+    (folder / "notes.odt").write_bytes(b"PK\x03\x04 not a document we read")
     (folder / "corrupt.pdf").write_bytes(b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog >>\ngarbage")
     (folder / "fake.pdf").write_text("just text, no PDF header", encoding="utf-8")
     (folder / "latin1.txt").write_bytes("Verschl\xfcsselung".encode("latin-1"))
@@ -428,7 +428,7 @@ REFUSALS = {
                                        str(ACME / "soc2_summary"), "{inputs}/absent"],
                                       ["absent"]),
     "unsupported explicit file": (["ingest", "docs", "--vendor", "acme",
-                                   "{inputs}/notes.docx"], ["notes.docx"]),
+                                   "{inputs}/notes.odt"], ["notes.odt"]),
     "folder without documents": (["ingest", "docs", "--vendor", "acme",
                                   "{inputs}/nothing_supported"], []),
     "followup_document without --round": (["ingest", "docs", "--vendor", "acme", "--type",

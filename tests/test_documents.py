@@ -142,7 +142,7 @@ def test_folders_are_walked_recursively_and_unsupported_files_skipped(workbench,
     write(root / "a.md", "Access reviews happen quarterly.\n")
     write(root / "sub" / "b.txt", "Backups are encrypted.\n")
     write(root / "sub" / "deeper" / "c.md", "Incident response is tested annually.\n")
-    write(root / "notes.docx", "not a supported format")
+    write(root / "notes.odt", "not a supported format")
     (root / "sub" / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
     report = workbench.ingest_documents("acme", [root])
     assert sorted(d.source for d in report.documents) == ["a.md", "sub/b.txt", "sub/deeper/c.md"]
@@ -152,7 +152,7 @@ def test_folders_are_walked_recursively_and_unsupported_files_skipped(workbench,
 
 
 def test_explicit_unsupported_file_refused(workbench, tmp_path):
-    path = write(tmp_path / "notes.docx", "text")
+    path = write(tmp_path / "notes.odt", "text")
     with pytest.raises(UserInputError) as exc:
         workbench.ingest_documents("acme", [path])
     one_sentence(exc, str(path))
@@ -160,7 +160,7 @@ def test_explicit_unsupported_file_refused(workbench, tmp_path):
 
 
 def test_folder_without_documents_refused(workbench, tmp_path):
-    write(tmp_path / "docs" / "notes.docx", "text")
+    write(tmp_path / "docs" / "notes.odt", "text")
     with pytest.raises(UserInputError):
         workbench.ingest_documents("acme", [tmp_path / "docs"])
     assert workbench.vendor_ids() == []

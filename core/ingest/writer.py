@@ -191,9 +191,10 @@ class EvidenceWriter:
 
 def document_records(vendor_id: str, doc: PreparedDocument, doc_key: str, version: str,
                      doc_type: str, round_number: int | None) -> list[StoredRecord]:
-    """One record per chunk of a document version, with the metadata retrieval reads."""
+    """One record per chunk of a document version, with the metadata retrieval reads: the
+    PDF page and the section (heading path) where the document has them."""
     records = []
-    for index, (text, page) in enumerate(doc.chunks):
+    for index, chunk in enumerate(doc.chunks):
         metadata: dict[str, Any] = {
             "source_type": DOCUMENT_SOURCE_TYPE,
             "type": doc_type,
@@ -203,11 +204,13 @@ def document_records(vendor_id: str, doc: PreparedDocument, doc_key: str, versio
             "doc_sha": version,
             "chunk_index": index,
         }
-        if page is not None:
-            metadata["page"] = page
+        if chunk.page is not None:
+            metadata["page"] = chunk.page
+        if chunk.section:
+            metadata["section"] = chunk.section
         if round_number is not None:
             metadata["round_number"] = round_number
-        records.append(StoredRecord(id=f"doc-{doc_key}-{version}-{index}", text=text,
+        records.append(StoredRecord(id=f"doc-{doc_key}-{version}-{index}", text=chunk.text,
                                     metadata=metadata))
     return records
 
