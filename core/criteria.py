@@ -2,8 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from core.config import MAX_CRITERION_CHARS
 from core.errors import UserInputError
+
+
+@dataclass(frozen=True)
+class CriterionEntry:
+    """One criterion of a criteria list: its text, the id the reviewer gave it (echoed in
+    every output), and the question to send the vendor when it differs from the text."""
+
+    text: str
+    id: str | None = None
+    question: str | None = None
+
+    @property
+    def asked(self) -> str:
+        """The question a questionnaire round puts to the vendor for this criterion."""
+        return self.question or self.text
 
 
 def _check_text(text: object, what: str, empty: str) -> str:

@@ -6,9 +6,14 @@ import errno
 import os
 import re
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.errors import UserInputError
+
+if TYPE_CHECKING:
+    from core.models import QuestionnairePayload
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -100,3 +105,13 @@ def decode_utf8(path: Path | str, data: bytes) -> str:
         raise UserInputError(
             f"{shown_path(path)} is not valid UTF-8 text (byte {exc.start} cannot be decoded)."
         ) from None
+
+
+@dataclass(frozen=True)
+class LoadedRound:
+    """A questionnaire round read from a file and validated, ready to ingest, and what was
+    read differently from the file as shown (a spreadsheet's date cell, an ignored column)."""
+
+    payload: QuestionnairePayload
+    source: str
+    notes: list[str] = field(default_factory=list)

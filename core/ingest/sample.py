@@ -11,6 +11,7 @@ from core.errors import UserInputError
 from core.ingest import decode_utf8, read_user_file, shown_path
 
 _ROUND_DIR = re.compile(r"round_(\d+)")
+_ROUND_SUFFIXES = (".json", ".csv", ".xlsx")
 
 DEFAULT_SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_data"
 
@@ -53,17 +54,40 @@ def sample_plan(root: Path) -> list[SampleStep]:
                 steps.append(SampleStep(vendor, "documents", (round_dir,),
                                         doc_type="followup_document",
                                         round_number=int(match.group(1))))
-        for payload in sorted((vendor_dir / "questionnaires").glob("round_*.json"),
-                              key=lambda p: int(_ROUND_DIR.search(p.stem).group(1))):
-            steps.append(SampleStep(vendor, "questionnaire", (payload,)))
+        rounds = [p for p in (vendor_dir / "questionnaires").glob("round_*")
+                  if p.suffix in _ROUND_SUFFIXES and _ROUND_DIR.fullmatch(p.stem)]
+        for payload in sorted(rounds, key=lambda p: int(_ROUND_DIR.fullmatch(p.stem).group(1))):
+            steps.append(SampleStep(vendor, "questionnaire", (payload,),
+                                    round_number=int(_ROUND_DIR.fullmatch(payload.stem).group(1))))
     return steps
+
+
+def _sample_round(workbench, step: SampleStep):
+    """A sample round: a JSON payload as it is; a spreadsheet under its folder's vendor, its
+    name's round, and the time its workbook records it was created (a CSV has none: now)."""
+    path = step.paths[0]
+    if path.suffix == ".json":
+        return workbench.load_questionnaires([path])[0]
+    [loaded] = workbench.load_rounds([path], vendor_id=step.vendor_id,
+                                     round_number=step.round_number,
+                                     timestamp=_workbook_created(path))
+    return loaded.payload
+
+
+def _workbook_created(path: Path) -> str | None:
+    if path.suffix != ".xlsx":
+        return None
+    from openpyxl import load_workbook
+
+    created = load_workbook(path, read_only=True).properties.created
+    return created.strftime("%Y-%m-%dT%H:%M:%SZ") if created else None
 
 
 def ingest_sample(workbench, root: Path = DEFAULT_SAMPLE_DIR,
                   progress: Callable[[str, int, int], None] | None = None) -> list[dict]:
     """Ingest every step of the sample plan; re-running changes nothing that is unchanged."""
     steps = sample_plan(root)
-    payloads = {step: workbench.load_questionnaires(step.paths)[0]
+    payloads = {step: _sample_round(workbench, step)
                 for step in steps if step.kind == "questionnaire"}
     reports = []
     for i, step in enumerate(steps, start=1):
