@@ -25,6 +25,9 @@ app = typer.Typer(
 ingest_app = typer.Typer(help="Ingest vendor documents and follow-up questionnaire rounds.",
                          no_args_is_help=True)
 app.add_typer(ingest_app, name="ingest")
+questionnaire_app = typer.Typer(help="Draft the next follow-up questionnaire round.",
+                                no_args_is_help=True)
+app.add_typer(questionnaire_app, name="questionnaire")
 
 
 class OutputFormat(StrEnum):
@@ -75,6 +78,36 @@ def _emit(data: dict) -> None:
     typer.echo(json.dumps(data, ensure_ascii=False))
 
 
+CRITERIA_FILE_HELP = ("One criterion per line (blank lines skipped), or a .csv/.xlsx with a "
+                      "criterion column and optional id and question columns; an id is echoed "
+                      "as criterion_id in every JSON line.")
+
+
+def _criteria(criterion: str | None, criteria_file: Path | None):
+    """The criteria of a command: --criterion TEXT or --criteria-file FILE, exactly one."""
+    from core.config import MAX_CRITERION_CHARS
+    from core.criteria import CriterionEntry
+    from core.ingest.spreadsheets import load_criteria_file
+
+    if (criterion is None) == (criteria_file is None):
+        raise UserInputError("Give exactly one of --criterion TEXT or --criteria-file FILE.")
+    if criterion is not None:
+        return [CriterionEntry(_utf8_argument("--criterion", criterion))]
+    return load_criteria_file(criteria_file, max_chars=MAX_CRITERION_CHARS)
+
+
+def _with_id(data: dict, entry) -> dict:
+    """A JSON line with the criteria file's id of its criterion, where the file gave one."""
+    return {"criterion_id": entry.id, **data} if entry.id is not None else data
+
+
+def _write_file(path: Path, data: bytes) -> Path:
+    """Write a file the user asked for, whole or not at all (a temporary file renamed)."""
+    from core.output import write_output
+
+    return write_output(path, data, what="output")
+
+
 @ingest_app.command("docs")
 def ingest_docs(
     ctx: typer.Context,
@@ -86,7 +119,8 @@ def ingest_docs(
     round_number: Annotated[int | None, typer.Option(
         "--round", help="Follow-up round the document was uploaded with.")] = None,
 ) -> None:
-    """Ingest .md, .txt and .pdf documents; unchanged files are skipped, changed ones replaced."""
+    """Ingest .md, .txt, .pdf, .docx, .html and .htm documents; unchanged files are skipped,
+    changed ones replaced."""
     with _progress_bar() as progress:
         report = _workbench(ctx).ingest_documents(vendor, paths, doc_type=doc_type,
                                                   round_number=round_number, progress=progress)
@@ -96,11 +130,25 @@ def ingest_docs(
 @ingest_app.command("questionnaire")
 def ingest_questionnaire(
     ctx: typer.Context,
-    files: Annotated[list[Path], typer.Argument(help="Bulk payload JSON files (seed 003).")],
+    files: Annotated[list[Path], typer.Argument(
+        help="Bulk payload JSON files (seed 003), or .csv/.xlsx spreadsheets with the columns "
+             "criterion, question and answer.")],
+    vendor: Annotated[str | None, typer.Option(
+        help="Vendor id of the spreadsheet rounds (a JSON round names its own).")] = None,
+    round_number: Annotated[int | None, typer.Option(
+        "--round", help="Round number of the spreadsheet rounds.")] = None,
+    timestamp: Annotated[str | None, typer.Option(
+        help="ISO 8601 time the spreadsheet answers were given (default: now, in UTC).")
+    ] = None,
 ) -> None:
     """Ingest follow-up questionnaire rounds; every file is validated before any is written."""
     workbench = _workbench(ctx)
-    for report in workbench.ingest_questionnaires(workbench.load_questionnaires(files)):
+    rounds = workbench.load_rounds(files, vendor_id=vendor, round_number=round_number,
+                                   timestamp=timestamp)
+    for loaded in rounds:
+        for note in loaded.notes:
+            print(f"evidence: note: {_sentence(note)}", file=sys.stderr)
+    for report in workbench.ingest_questionnaires([r.payload for r in rounds]):
         _emit(report.model_dump(mode="json"))
 
 
@@ -143,7 +191,7 @@ def retrieve(
     vendor: Annotated[str, typer.Option(help="Vendor id.")],
     criterion: Annotated[str | None, typer.Option(help="The criterion question.")] = None,
     criteria_file: Annotated[Path | None, typer.Option(
-        help="One criterion per line; blank lines skipped.")] = None,
+        help=CRITERIA_FILE_HELP)] = None,
     strategy: Annotated[str, typer.Option(
         help="semantic, hash_extraction, doc_boost, tiered, precedence or hybrid.")
     ] = "precedence",
@@ -152,24 +200,19 @@ def retrieve(
     ] = OutputFormat.json,
 ) -> None:
     """Retrieve the evidence for each criterion and print the trace, context or prompt."""
-    from core.config import MAX_CRITERION_CHARS
-    from core.ingest.sample import load_criteria
     from core.strategies import get_strategy
 
-    if (criterion is None) == (criteria_file is None):
-        raise UserInputError("Give exactly one of --criterion TEXT or --criteria-file FILE.")
     get_strategy(strategy)
-    criteria = [_utf8_argument("--criterion", criterion)] if criterion is not None else (
-        load_criteria(criteria_file, max_chars=MAX_CRITERION_CHARS))
+    criteria = _criteria(criterion, criteria_file)
     workbench = _workbench(ctx)
     warned = False
-    for i, text in enumerate(criteria):
-        trace = workbench.retrieve(vendor, text, strategy)
+    for i, entry in enumerate(criteria):
+        trace = workbench.retrieve(vendor, entry.text, strategy)
         if not trace.reranker.ran and not warned:
             print(f"evidence: note: no reranker ran: {trace.reranker.reason}.", file=sys.stderr)
             warned = True
         if output_format is OutputFormat.json:
-            _emit(trace.to_json_dict())
+            _emit(_with_id(trace.to_json_dict(), entry))
         else:
             if i:
                 typer.echo("")
@@ -217,6 +260,100 @@ def ask(
         typer.echo("\nYou could ask next: " + " | ".join(turn.suggested_questions))
     elif turn.related:
         typer.echo("\nRelated: " + " | ".join(turn.related))
+
+
+@questionnaire_app.command("draft")
+def questionnaire_draft(
+    ctx: typer.Context,
+    vendor: Annotated[str, typer.Option(help="Vendor id.")],
+    round_number: Annotated[int, typer.Option("--round", help="The round being drafted.")],
+    output: Annotated[Path, typer.Option(help="The file to write: .xlsx, .csv or .json.")],
+    criterion: Annotated[str | None, typer.Option(help="One criterion to ask about.")] = None,
+    criteria_file: Annotated[Path | None, typer.Option(help=CRITERIA_FILE_HELP)] = None,
+    only_unanswered: Annotated[bool, typer.Option(
+        "--only-unanswered", help="Keep the criteria with no linked answer in the store.")
+    ] = False,
+) -> None:
+    """Write the next round for the vendor to fill in: one row per criterion, its question
+    (the criterion text unless a question column gives another), an empty answer."""
+    from core.config import MAX_ROUND_NUMBER
+    from core.draft import draft_format, plan_draft, write_draft
+
+    fmt = draft_format(output)
+    if round_number < 1 or round_number > MAX_ROUND_NUMBER:
+        raise UserInputError(
+            f"--round must be between 1 and {MAX_ROUND_NUMBER}, not {round_number}.")
+    criteria = _criteria(criterion, criteria_file)
+    workbench = _workbench(ctx)
+    rows = plan_draft(workbench, vendor, criteria, only_unanswered=only_unanswered)
+    data = write_draft(rows, vendor_id=vendor, round_number=round_number, fmt=fmt)
+    rounds = next(iter(workbench.status(vendor))).rounds
+    if round_number in rounds:
+        print(f"evidence: note: round {round_number} already holds answers; the filled "
+              "file's answers will join them.", file=sys.stderr)
+    written = _write_file(output, data)
+    _emit({"vendor_id": vendor, "round_number": round_number, "output": str(written),
+           "format": fmt, "questions": len(rows),
+           "already_answered": sum(1 for r in rows if r.answered_rounds)})
+
+
+@app.command()
+def assess(
+    ctx: typer.Context,
+    vendor: Annotated[str, typer.Option(help="Vendor id.")],
+    criterion: Annotated[str | None, typer.Option(help="The criterion question.")] = None,
+    criteria_file: Annotated[Path | None, typer.Option(help=CRITERIA_FILE_HELP)] = None,
+    strategy: Annotated[str, typer.Option(
+        help="semantic, hash_extraction, doc_boost, tiered, precedence or hybrid.")
+    ] = "precedence",
+    refresh: Annotated[bool, typer.Option(
+        "--refresh", help="Ask again even when this exact prompt already has a verdict.")
+    ] = False,
+) -> None:
+    """Send each criterion's prompt (as `retrieve --format prompt` prints it) to the
+    configured language model and print its verdict; verdicts are kept in the store, and a
+    prompt already answered is not sent again."""
+    from core.llm.client import describe_missing
+    from core.strategies import get_strategy
+
+    get_strategy(strategy)
+    criteria = _criteria(criterion, criteria_file)
+    settings = _settings(ctx)
+    missing = describe_missing(settings)
+    if missing:
+        raise UserInputError(missing)
+    workbench = _workbench(ctx)
+    for entry in criteria:
+        verdict = workbench.assess(vendor, entry.text, strategy, refresh=refresh,
+                                   criterion_id=entry.id)
+        _emit(verdict.to_json_dict())
+
+
+@app.command()
+def report(
+    ctx: typer.Context,
+    vendor: Annotated[str, typer.Option(help="Vendor id.")],
+    output: Annotated[Path, typer.Option(
+        help="The file to write: .md (Markdown), .html (one page) or .jsonl (JSON lines).")],
+    criteria_file: Annotated[Path | None, typer.Option(help=CRITERIA_FILE_HELP)] = None,
+    criterion: Annotated[str | None, typer.Option(help="One criterion.")] = None,
+    strategy: Annotated[str, typer.Option(
+        help="semantic, hash_extraction, doc_boost, tiered, precedence or hybrid.")
+    ] = "precedence",
+) -> None:
+    """Write the vendor's evidence pack: per criterion, the linked follow-ups by round, the
+    excerpts with their sources, the stored verdict if any, and the strategy used."""
+    from core.report import build_pack, render, report_format
+    from core.strategies import get_strategy
+
+    fmt = report_format(output)
+    get_strategy(strategy)
+    criteria = _criteria(criterion, criteria_file)
+    pack = build_pack(_workbench(ctx), vendor, criteria, strategy)
+    written = _write_file(output, render(pack, fmt))
+    _emit({"vendor_id": vendor, "output": str(written), "format": fmt,
+           "criteria": len(pack.criteria), "strategy": strategy,
+           "verdicts": sum(1 for c in pack.criteria if c.verdict.state != "none")})
 
 
 @app.command()

@@ -1,7 +1,8 @@
 """The library's front door: ingest documents and rounds, report status, retrieve with a trace.
 
 Each public call checks its input and hands the work to the module that owns it: writes to
-`core.ingest.writer`, reads for people to `core.catalog`, retrieval to `core.retrieval`."""
+`core.ingest.writer`, reads for people to `core.catalog`, retrieval to `core.retrieval`,
+verdicts to `core.verdicts`."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from core.conversation.ask import AskPipeline
 from core.conversation.models import AskTurn, ConversationSummary
 from core.criteria import check_criterion
 from core.embedding import Embedder, QueryEmbeddings, SentenceTransformerEmbedder
+from core.errors import UserInputError
 from core.hashing import criterion_hash
+from core.ingest import LoadedRound, shown_path
 from core.ingest.questionnaire import check_batch_vendor_ids, load_payload_file
 from core.ingest.writer import EvidenceWriter
 from core.models import (
@@ -36,6 +39,7 @@ from core.retrieval.source import Query
 from core.retrieval.stages import Timings
 from core.store import EvidenceStore
 from core.strategies import DEFAULT_STRATEGY, get_strategy
+from core.verdicts import Assessor, Verdict, VerdictStatus
 
 
 class Workbench:
@@ -113,9 +117,41 @@ class Workbench:
             yield self.ingest_questionnaire(payload, progress=progress)
 
     def load_questionnaires(self, files: Iterable[Path | str]) -> list[QuestionnairePayload]:
-        """Validate every file before any is written."""
+        """Validate every JSON round before any is written."""
         limits = PayloadLimits.from_settings(self.settings)
         return [load_payload_file(Path(f), limits=limits) for f in files]
+
+    def load_rounds(self, files: Iterable[Path | str], *, vendor_id: str | None = None,
+                    round_number: int | None = None, timestamp: str | None = None
+                    ) -> list[LoadedRound]:
+        """Validate every round file before any is written: JSON payloads as they are, .csv
+        and .xlsx spreadsheets under the vendor, round and time given for them."""
+        from core.ingest.spreadsheets import is_spreadsheet, load_spreadsheet_round
+
+        files = [Path(f) for f in files]
+        sheets = [f for f in files if is_spreadsheet(f)]
+        given = [option for option, value in (("--vendor", vendor_id), ("--round", round_number),
+                                              ("--timestamp", timestamp)) if value is not None]
+        if not sheets and given:
+            raise UserInputError(
+                f"{' and '.join(given)} {'applies' if len(given) == 1 else 'apply'} only to "
+                ".csv and .xlsx rounds; a JSON round names its own vendor, round and time.")
+        if sheets and (vendor_id is None or round_number is None):
+            raise UserInputError(
+                f"{shown_path(sheets[0])} is a spreadsheet round; give --vendor and --round "
+                "for it (and --timestamp for when it was answered, default now).")
+        limits = PayloadLimits.from_settings(self.settings)
+        rounds = []
+        for file in files:
+            if is_spreadsheet(file):
+                read = load_spreadsheet_round(file, vendor_id=vendor_id,
+                                              round_number=round_number, timestamp=timestamp,
+                                              limits=limits)
+                rounds.append(LoadedRound(read.payload, shown_path(file), list(read.notes)))
+            else:
+                rounds.append(LoadedRound(load_payload_file(file, limits=limits),
+                                          shown_path(file)))
+        return rounds
 
     # What the store holds ----------------------------------------------------------------
 
@@ -182,3 +218,18 @@ class Workbench:
                            notes=notes, reranker_status=reranker_status,
                            embedding_model=self.embedder.name, settings=self.settings,
                            timings=timings, started=started)
+
+    # Verdicts ----------------------------------------------------------------------------
+
+    def assess(self, vendor_id: str, criterion: str, strategy: str = DEFAULT_STRATEGY, *,
+               refresh: bool = False, criterion_id: str | None = None) -> Verdict:
+        """The configured language model's verdict on the criterion's prompt; a prompt it
+        already answered is read back, not sent again (unless `refresh`)."""
+        return Assessor(self).assess(vendor_id, criterion, strategy, refresh=refresh,
+                                     criterion_id=criterion_id)
+
+    def verdict_status(self, vendor_id: str, criterion: str,
+                       strategy: str = DEFAULT_STRATEGY) -> VerdictStatus:
+        """The stored verdict to show for the criterion, and whether the store changed since;
+        needs no language model."""
+        return Assessor(self).latest(vendor_id, criterion, strategy)

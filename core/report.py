@@ -1,0 +1,345 @@
+"""The evidence pack of one vendor: for each criterion, every linked follow-up round, the
+excerpts the context holds with their sources, and the verdict given if any, as Markdown,
+a self-contained HTML page, or JSON lines.
+
+Vendor text is data in every format: escaped in HTML (Jinja2 with autoescape), quoted in
+fenced code blocks or backslash-escaped on one line in Markdown, JSON-encoded in JSONL, so
+no vendor can forge a heading, a list item, a verdict or markup."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, Field
+
+from core.context import evidence_source, one_line, response_date
+from core.criteria import CriterionEntry
+from core.errors import UserInputError
+from core.models import by_round
+from core.output import write_output
+from core.reports import VendorStatus
+from core.strategies import get_strategy
+from core.verdicts import NO_VERDICT, Assessor, Verdict, VerdictStatus
+
+if TYPE_CHECKING:
+    from core.workbench import Workbench
+
+ReportFormat = Literal["md", "html", "jsonl"]
+REPORT_SUFFIXES: dict[str, ReportFormat] = {
+    ".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".jsonl": "jsonl"}
+CURRENT_NOTE = "Current: the verdict answered the prompt the store gives now."
+NO_ROUNDS = "No follow-up answer is linked to this criterion."
+NO_EXCERPTS = "No document excerpt reached the context for this criterion."
+
+
+class PackRound(BaseModel):
+    """One follow-up answer linked to the criterion by hash."""
+
+    round_number: int
+    date: str = Field(description="the day the round was answered, YYYY-MM-DD")
+    question: str
+    answer: str
+    in_context: bool = Field(description="whether the answer reached the context")
+    fate: str = Field(description="what the retrieval did with it: in_context, excerpt, "
+                                  "round_cap, not_selected, not_found...")
+
+
+class PackExcerpt(BaseModel):
+    """One excerpt of the context, numbered as its <index_N>, with its source label."""
+
+    index: int
+    source: str
+    type: str
+    text: str
+
+
+class PackVerdict(BaseModel):
+    """The verdict shown for a criterion: current, stale, or none at all."""
+
+    state: Literal["current", "stale", "none"]
+    note: str = Field(description="one sentence: current, why stale, or that there is none")
+    verdict: Verdict | None = None
+
+
+class CriterionPack(BaseModel):
+    """Everything the pack says about one criterion."""
+
+    id: str | None
+    criterion: str
+    criterion_hash: str
+    strategy: str
+    rounds: list[PackRound] = Field(description="every linked round, newest first")
+    excerpts: list[PackExcerpt] = Field(description="the context's excerpts, in its order")
+    verdict: PackVerdict
+
+
+class EvidencePack(BaseModel):
+    """One vendor's evidence for a list of criteria, under one strategy."""
+
+    vendor_id: str
+    strategy: str
+    generated_at: str
+    store: VendorStatus
+    criteria: list[CriterionPack]
+
+
+def build_pack(workbench: Workbench, vendor_id: str, criteria: Sequence[CriterionEntry],
+               strategy: str) -> EvidencePack:
+    """Retrieve each criterion once and gather its rounds, excerpts and verdict; reading
+    verdicts needs no language model, and none is asked."""
+    get_strategy(strategy)
+    if not criteria:
+        raise UserInputError("The evidence pack needs at least one criterion.")
+    store = workbench.status(vendor_id)[0]
+    assessor = Assessor(workbench)
+    parts = []
+    for entry in criteria:
+        trace = workbench.retrieve(vendor_id, entry.text, strategy)
+        linked = workbench.linked_followups(vendor_id, trace.criterion)
+        rounds = [PackRound(round_number=hit.round_number, date=response_date(hit.timestamp),
+                            question=hit.question_text, answer=hit.answer_text,
+                            in_context=trace.fate(hit.id) in ("in_context", "excerpt"),
+                            fate=trace.fate(hit.id))
+                  for hit in by_round(linked, newest_first=True)]
+        excerpts = [PackExcerpt(index=i, source=evidence_source(c), type=c.type, text=c.text)
+                    for i, c in enumerate(trace.evidence, start=1)]
+        parts.append(CriterionPack(
+            id=entry.id, criterion=trace.criterion, criterion_hash=trace.criterion_hash,
+            strategy=trace.strategy, rounds=rounds, excerpts=excerpts,
+            verdict=pack_verdict(assessor.status(trace))))
+    return EvidencePack(vendor_id=store.vendor_id, strategy=strategy,
+                        generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                        store=store, criteria=parts)
+
+
+def pack_verdict(status: VerdictStatus) -> PackVerdict:
+    if status.verdict is None:
+        return PackVerdict(state="none", note=NO_VERDICT)
+    if status.stale:
+        return PackVerdict(state="stale", note=f"Stale: {status.stale_reason}",
+                           verdict=status.verdict)
+    return PackVerdict(state="current", note=CURRENT_NOTE, verdict=status.verdict)
+
+
+# Markdown ------------------------------------------------------------------------------
+
+# Characters that mean something inline in CommonMark; text on one line after the pack's own
+# prefix cannot start a block, so escaping these keeps it plain text.
+_MD_INLINE = re.compile(r"([\\`*_\[\]<>&|#~!])")
+_BACKTICKS = re.compile(r"`+")
+
+
+def md_inline(text: str) -> str:
+    """Vendor text on one line of Markdown: line breaks collapsed, markup backslash-escaped."""
+    return _MD_INLINE.sub(r"\\\1", one_line(text))
+
+
+def md_block(text: str) -> str:
+    """Vendor text of several lines, quoted in a fenced code block whose fence is longer than
+    any run of backticks in it, so no line of it can close the block or start another."""
+    body = "\n".join(text.splitlines())
+    longest = max((len(run) for run in _BACKTICKS.findall(body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{body}\n{fence}"
+
+
+def _store_lines(store: VendorStatus) -> list[str]:
+    by_type = ", ".join(f"{md_inline(t)} {n}" for t, n in store.by_type.items()) or "none"
+    rounds = ", ".join(map(str, store.rounds)) or "none"
+    return [f"- Documents: {store.documents}", f"- Chunks: {store.chunks}",
+            f"- Follow-up responses: {store.followup_responses}", f"- Rounds: {rounds}",
+            f"- By type: {by_type}"]
+
+
+def _md_verdict(verdict: PackVerdict) -> list[str]:
+    lines = ["### Verdict", ""]
+    if verdict.verdict is None:
+        return [*lines, md_inline(verdict.note), ""]
+    v = verdict.verdict
+    cited = ", ".join(map(str, v.cited_rounds)) or "none"
+    lines += [f"**{v.verdict}** by {md_inline(v.model)}, assessed {md_inline(v.assessed_at)}.",
+              "", md_inline(verdict.note), "", "Reasoning:", "", md_block(v.reasoning), "",
+              f"Cited rounds: {cited}", ""]
+    if v.contradictions:
+        lines += ["Contradictions noted:", ""]
+        lines += [f"- {md_inline(c)}" for c in v.contradictions]
+        lines.append("")
+    return lines
+
+
+def render_markdown(pack: EvidencePack) -> str:
+    """The pack as Markdown; vendor text is quoted, never read as Markdown."""
+    lines = [f"# Evidence pack: vendor {md_inline(pack.vendor_id)}", "",
+             f"Generated {md_inline(pack.generated_at)} with the {md_inline(pack.strategy)} "
+             "strategy.", "", "## What the store holds", "", *_store_lines(pack.store), ""]
+    for number, c in enumerate(pack.criteria, start=1):
+        lines += [f"## {number}. {md_inline(c.criterion)}", ""]
+        if c.id:
+            lines.append(f"- Id: {md_inline(c.id)}")
+        lines += [f"- Criterion hash: {c.criterion_hash}",
+                  f"- Strategy: {md_inline(c.strategy)}", ""]
+        lines += _md_verdict(c.verdict)
+        lines += ["### Follow-up rounds, newest first", ""]
+        if not c.rounds:
+            lines += [NO_ROUNDS, ""]
+        for r in c.rounds:
+            reached = "in the context" if r.in_context else f"not in the context ({r.fate})"
+            lines += [f"#### Round {r.round_number}, {md_inline(r.date)}: {reached}", "",
+                      f"Question: {md_inline(r.question)}", "", "Answer:", "",
+                      md_block(r.answer), ""]
+        lines += ["### Excerpts in the context", ""]
+        if not c.excerpts:
+            lines += [NO_EXCERPTS, ""]
+        for e in c.excerpts:
+            lines += [f"#### [{e.index}] {md_inline(e.source)}", "", md_block(e.text), ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+# HTML ----------------------------------------------------------------------------------
+
+_HTML = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Evidence pack: {{ pack.vendor_id }}</title>
+<style>
+body { font: 15px/1.5 system-ui, sans-serif; color: #1d2430; max-width: 60rem;
+       margin: 2rem auto; padding: 0 1rem; }
+h1, h2, h3, h4 { line-height: 1.25; }
+h2 { border-top: 2px solid #d5dbe3; padding-top: 1rem; margin-top: 2.5rem; }
+.meta, .note { color: #4a5566; }
+.quoted { white-space: pre-wrap; overflow-wrap: anywhere; background: #f5f7fa;
+          border-left: 3px solid #b8c2d0; padding: .5rem .75rem; margin: .25rem 0 1rem; }
+.verdict { border: 1px solid #d5dbe3; border-radius: 6px; padding: .75rem 1rem; }
+.verdict.current { border-color: #3f8f5b; }
+.verdict.stale { border-color: #c48a1c; background: #fff9ec; }
+.verdict.none { color: #4a5566; }
+.label { font-weight: 700; letter-spacing: .03em; }
+.badge { font-size: .8rem; font-weight: 400; padding: .1rem .45rem; border-radius: 4px;
+         background: #e7ebf0; }
+.badge.in { background: #dff1e5; }
+table { border-collapse: collapse; }
+td, th { text-align: left; padding: .15rem 1rem .15rem 0; }
+code { font-size: .9em; }
+</style>
+</head>
+<body>
+<h1>Evidence pack: {{ pack.vendor_id }}</h1>
+<p class="meta">Generated {{ pack.generated_at }} with the <code>{{ pack.strategy }}</code>
+strategy.</p>
+<section>
+<h2>What the store holds</h2>
+<table>
+<tr><th>Documents</th><td>{{ pack.store.documents }}</td></tr>
+<tr><th>Chunks</th><td>{{ pack.store.chunks }}</td></tr>
+<tr><th>Follow-up responses</th><td>{{ pack.store.followup_responses }}</td></tr>
+<tr><th>Rounds</th><td>{{ pack.store.rounds | join(", ") or "none" }}</td></tr>
+{% for type, count in pack.store.by_type.items() %}
+<tr><th>{{ type }}</th><td>{{ count }}</td></tr>
+{% endfor %}
+</table>
+</section>
+{% for c in pack.criteria %}
+<section class="criterion" id="criterion-{{ loop.index }}">
+<h2>{{ loop.index }}. {{ c.criterion }}</h2>
+<p class="meta">{% if c.id %}Id {{ c.id }} &middot; {% endif %}hash
+<code>{{ c.criterion_hash }}</code> &middot; strategy <code>{{ c.strategy }}</code></p>
+<h3>Verdict</h3>
+<div class="verdict {{ c.verdict.state }}">
+{% if c.verdict.verdict %}{% set v = c.verdict.verdict %}
+<p><span class="label">{{ v.verdict }}</span> by {{ v.model }}, assessed
+{{ v.assessed_at }}.</p>
+<p class="note">{{ c.verdict.note }}</p>
+<p>Reasoning:</p>
+<div class="quoted">{{ v.reasoning }}</div>
+<p>Cited rounds: {{ v.cited_rounds | join(", ") or "none" }}</p>
+{% if v.contradictions %}<p>Contradictions noted:</p>
+<ul>{% for item in v.contradictions %}<li>{{ item }}</li>{% endfor %}</ul>{% endif %}
+{% else %}
+<p>{{ c.verdict.note }}</p>
+{% endif %}
+</div>
+<h3>Follow-up rounds, newest first</h3>
+{% for r in c.rounds %}
+<article class="round">
+<h4>Round {{ r.round_number }}, {{ r.date }}
+{% if r.in_context %}<span class="badge in">in the context</span>
+{% else %}<span class="badge">not in the context ({{ r.fate }})</span>{% endif %}</h4>
+<p><strong>Question:</strong> {{ r.question }}</p>
+<p><strong>Answer:</strong></p>
+<div class="quoted">{{ r.answer }}</div>
+</article>
+{% else %}
+<p class="note">{{ no_rounds }}</p>
+{% endfor %}
+<h3>Excerpts in the context</h3>
+{% for e in c.excerpts %}
+<article class="excerpt">
+<h4>[{{ e.index }}] {{ e.source }}</h4>
+<div class="quoted">{{ e.text }}</div>
+</article>
+{% else %}
+<p class="note">{{ no_excerpts }}</p>
+{% endfor %}
+</section>
+{% endfor %}
+</body>
+</html>
+"""
+
+
+def render_html(pack: EvidencePack) -> str:
+    """The pack as one self-contained HTML page (inline CSS, no scripts); every value is
+    escaped by the template engine."""
+    import jinja2
+
+    environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined,
+                                     trim_blocks=True, lstrip_blocks=True)
+    return environment.from_string(_HTML).render(pack=pack, no_rounds=NO_ROUNDS,
+                                                 no_excerpts=NO_EXCERPTS)
+
+
+# JSON lines ----------------------------------------------------------------------------
+
+def render_jsonl(pack: EvidencePack) -> str:
+    """One JSON object per line: the pack's header, then one per criterion. Non-ASCII is
+    escaped, so no character a vendor wrote can break a line."""
+    header = {"record": "pack", "vendor_id": pack.vendor_id, "strategy": pack.strategy,
+              "generated_at": pack.generated_at, "store": pack.store.model_dump(mode="json"),
+              "criteria": len(pack.criteria)}
+    lines = [json.dumps(header)]
+    lines += [json.dumps({"record": "criterion", "vendor_id": pack.vendor_id,
+                          **c.model_dump(mode="json")}) for c in pack.criteria]
+    return "\n".join(lines) + "\n"
+
+
+RENDERERS = {"md": render_markdown, "html": render_html, "jsonl": render_jsonl}
+
+
+def render(pack: EvidencePack, fmt: ReportFormat) -> str:
+    return RENDERERS[fmt](pack)
+
+
+# Files ---------------------------------------------------------------------------------
+
+def report_format(path: Path | str) -> ReportFormat:
+    """The format a report file's suffix names, or a one-sentence refusal."""
+    path = Path(path)
+    fmt = REPORT_SUFFIXES.get(path.suffix.lower())
+    if fmt is None:
+        shown = f"ends in '{path.suffix}'" if path.suffix else "has no suffix"
+        raise UserInputError(
+            f"The report file {path} {shown}; name it .md, .markdown, .html, .htm or .jsonl "
+            "to choose its format.")
+    return fmt
+
+
+def write_report(path: Path | str, text: str) -> Path:
+    """Write the report whole or not at all."""
+    return write_output(path, text, what="report")

@@ -1,0 +1,247 @@
+"""Verdicts from a language model: the seed-003 prompt of one retrieval sent as it is, the
+structured answer checked against what the prompt held, and kept per vendor beside its
+evidence.
+
+A verdict is keyed by what decided it: the criterion's hash, the strategy, the SHA-256 of the
+exact prompt and the model. The same prompt is never sent twice to the same model: a stored
+verdict for the key is read back instead. When the store changes, the prompt changes, so the
+stored verdict no longer matches the current prompt and is reported stale."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from core.errors import UserInputError
+from core.hashing import short_hash
+from core.llm.client import LLMClient, LLMError, describe_missing
+from core.models import RetrievalTrace
+from core.store import SCHEMA_VERSION, EvidenceStore, get_all
+from core.strategies import DEFAULT_STRATEGY
+
+if TYPE_CHECKING:
+    from core.workbench import Workbench
+
+VerdictValue = Literal["MET", "NOT_MET", "INCONCLUSIVE"]
+SCHEMA_NAME = "criterion_verdict"
+NO_VERDICT = "No verdict: no language model has assessed this criterion."
+STALE_REASON = ("The vendor's evidence changed since this verdict was given: the prompt it "
+                "answered differs from the one the store gives now, so assess again.")
+
+
+def verdicts_collection_name(vendor_id: str) -> str:
+    """The vendor's verdicts collection, named like its chunks and conversations."""
+    return f"vendor__{vendor_id}__verdicts"
+
+
+def prompt_sha256(prompt: str) -> str:
+    """The full hex SHA-256 of the prompt's UTF-8 bytes: what a verdict answered."""
+    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+
+
+def verdict_id(criterion_hash: str, strategy: str, prompt_hash: str, model: str) -> str:
+    """One record per (criterion hash, strategy, prompt, model)."""
+    return "v-" + short_hash(json.dumps([criterion_hash, strategy, prompt_hash, model]))
+
+
+class VerdictAnswer(BaseModel):
+    """What the language model must answer, as JSON."""
+
+    verdict: VerdictValue = Field(description="MET, NOT_MET or INCONCLUSIVE")
+    reasoning: str = Field(description="why, from the vendor's responses and documents")
+    contradictions: list[str] = Field(
+        description="each contradiction observed between follow-up rounds; empty if none")
+    cited_rounds: list[int] = Field(
+        description="the follow-up round numbers the verdict relies on; empty if none")
+
+    @field_validator("reasoning")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the reasoning is blank")
+        return value.strip()
+
+
+class Verdict(BaseModel):
+    """One stored verdict, as `evidence assess` prints it."""
+
+    vendor_id: str
+    criterion: str
+    criterion_hash: str
+    strategy: str
+    verdict: VerdictValue
+    reasoning: str
+    contradictions: list[str]
+    cited_rounds: list[int]
+    model: str
+    prompt_sha256: str
+    assessed_at: str = Field(description="when the model answered, ISO 8601 UTC")
+    cached: bool = Field(False, description="read back from the store instead of sent")
+    criterion_id: str | None = Field(None, description="the criteria file's id, echoed")
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class VerdictStatus(BaseModel):
+    """The verdict a reader should see for one criterion, and whether it still holds."""
+
+    vendor_id: str
+    criterion: str
+    criterion_hash: str
+    strategy: str
+    verdict: Verdict | None = None
+    current_prompt_sha256: str
+    stale: bool = False
+    stale_reason: str | None = None
+
+    @property
+    def summary(self) -> str:
+        """One sentence for people: the verdict and whether it is current, or none."""
+        if self.verdict is None:
+            return NO_VERDICT
+        state = f"stale: {self.stale_reason}" if self.stale else "current"
+        return f"{self.verdict.verdict} ({self.verdict.model}, {state})"
+
+
+class VerdictStore:
+    """One vendor's verdicts; never reads or writes another vendor's. The collection is made
+    at the first verdict written: a read of a vendor never assessed creates nothing."""
+
+    def __init__(self, store: EvidenceStore, vendor_id: str) -> None:
+        self.store = store
+        self.vendor_id = store.open_vendor(vendor_id).vendor_id
+
+    def _collection(self, *, create: bool = False) -> Any | None:
+        client = self.store.client
+        name = verdicts_collection_name(self.vendor_id)
+        if create:
+            return client.get_or_create_collection(
+                name, metadata={"vendor_id": self.vendor_id, "schema_version": SCHEMA_VERSION},
+                embedding_function=None)
+        names = {c if isinstance(c, str) else c.name for c in client.list_collections()}
+        if name not in names:
+            return None
+        return client.get_collection(name, embedding_function=None)
+
+    def get(self, record_id: str) -> Verdict | None:
+        collection = self._collection()
+        if collection is None:
+            return None
+        found = collection.get(ids=[record_id], include=["metadatas"])
+        metadatas = [m for m in found.get("metadatas") or [] if m]
+        verdicts = [self._read(m) for m in metadatas]
+        return next((v for v in verdicts if v is not None), None)
+
+    def for_criterion(self, criterion_hash: str, strategy: str) -> list[Verdict]:
+        """Every stored verdict of the criterion under the strategy, oldest first."""
+        collection = self._collection()
+        if collection is None:
+            return []
+        found = get_all(collection, where={"$and": [{"criterion_hash": criterion_hash},
+                                                    {"strategy": strategy}]})
+        verdicts = [v for v in map(self._read, found["metadatas"]) if v is not None]
+        return sorted(verdicts, key=lambda v: v.assessed_at)
+
+    def save(self, verdict: Verdict, raw: str) -> None:
+        """One upsert: the verdict is stored whole or not at all."""
+        collection = self._collection(create=True)
+        record_id = verdict_id(verdict.criterion_hash, verdict.strategy, verdict.prompt_sha256,
+                               verdict.model)
+        metadata = verdict.model_dump(exclude={"cached", "criterion_id"})
+        metadata["contradictions"] = json.dumps(verdict.contradictions)
+        metadata["cited_rounds"] = json.dumps(verdict.cited_rounds)
+        collection.upsert(ids=[record_id], documents=[raw], metadatas=[metadata],
+                          embeddings=[[1.0]])
+
+    def _read(self, metadata: dict[str, Any]) -> Verdict | None:
+        if metadata.get("vendor_id") != self.vendor_id:
+            return None
+        data = dict(metadata)
+        data["contradictions"] = json.loads(str(data.get("contradictions") or "[]"))
+        data["cited_rounds"] = json.loads(str(data.get("cited_rounds") or "[]"))
+        return Verdict.model_validate({**data, "cached": True})
+
+
+class Assessor:
+    """Assess criteria of a vendor with the configured language model, and read back the
+    verdicts given (reading needs no model)."""
+
+    def __init__(self, workbench: Workbench) -> None:
+        self.wb = workbench
+        self.settings = workbench.settings
+
+    def client(self) -> LLMClient:
+        """The configured client, or a one-sentence refusal naming the settings to set."""
+        client = LLMClient.from_settings(self.settings)
+        if client is None:
+            raise UserInputError(str(describe_missing(self.settings)))
+        return client
+
+    def assess(self, vendor_id: str, criterion: str, strategy: str = DEFAULT_STRATEGY, *,
+               refresh: bool = False, criterion_id: str | None = None) -> Verdict:
+        """The verdict on the prompt the store gives now: read back when this model already
+        answered this very prompt (unless `refresh`), else asked and stored."""
+        client = self.client()  # before anything is retrieved or embedded
+        trace = self.wb.retrieve(vendor_id, criterion, strategy)
+        verdicts = VerdictStore(self.wb.store, vendor_id)
+        sha = prompt_sha256(trace.prompt)
+        if not refresh:
+            stored = verdicts.get(verdict_id(trace.criterion_hash, trace.strategy, sha,
+                                             client.model))
+            if stored is not None:
+                return stored.model_copy(update={"criterion_id": criterion_id})
+        answer, raw = client.structured([{"role": "user", "content": trace.prompt}],
+                                        VerdictAnswer, SCHEMA_NAME)
+        check_cited_rounds(answer, trace, client)
+        verdict = Verdict(
+            vendor_id=trace.vendor_id, criterion=trace.criterion,
+            criterion_hash=trace.criterion_hash, strategy=trace.strategy,
+            verdict=answer.verdict, reasoning=answer.reasoning,
+            contradictions=answer.contradictions, cited_rounds=answer.cited_rounds,
+            model=client.model, prompt_sha256=sha,
+            assessed_at=datetime.now(UTC).isoformat(timespec="microseconds"),
+            cached=False, criterion_id=criterion_id)
+        verdicts.save(verdict, raw)
+        return verdict
+
+    def latest(self, vendor_id: str, criterion: str, strategy: str = DEFAULT_STRATEGY
+               ) -> VerdictStatus:
+        """The verdict to show for the criterion now, from a fresh retrieval."""
+        return self.status(self.wb.retrieve(vendor_id, criterion, strategy))
+
+    def status(self, trace: RetrievalTrace) -> VerdictStatus:
+        """The verdict to show for the criterion of a retrieval already run.
+
+        Of the verdicts stored for the criterion and strategy, those of the configured model
+        are preferred when one is configured; among them, one that answered the current
+        prompt (what `assess` would read back), else the most recent, which is then stale."""
+        sha = prompt_sha256(trace.prompt)
+        stored = VerdictStore(self.wb.store, trace.vendor_id).for_criterion(
+            trace.criterion_hash, trace.strategy)
+        model = (self.settings.llm_model or "").strip()
+        preferred = [v for v in stored if v.model == model] or stored
+        current = [v for v in preferred if v.prompt_sha256 == sha]
+        chosen = (current or preferred or [None])[-1]
+        stale = chosen is not None and chosen.prompt_sha256 != sha
+        return VerdictStatus(
+            vendor_id=trace.vendor_id, criterion=trace.criterion,
+            criterion_hash=trace.criterion_hash, strategy=trace.strategy, verdict=chosen,
+            current_prompt_sha256=sha, stale=stale, stale_reason=STALE_REASON if stale else None)
+
+
+def check_cited_rounds(answer: VerdictAnswer, trace: RetrievalTrace, client: LLMClient) -> None:
+    """A round the prompt did not show cannot back a verdict: the answer is outside what was
+    asked."""
+    shown = {f.round_number for f in trace.followups}
+    unknown = sorted(set(answer.cited_rounds) - shown)
+    if unknown:
+        held = ", ".join(map(str, sorted(shown))) or "none"
+        raise LLMError(
+            f"The language model at {client.endpoint} cited round(s) "
+            f"{', '.join(map(str, unknown))}, which the prompt does not hold (its rounds: "
+            f"{held}).")
