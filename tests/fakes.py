@@ -54,3 +54,12 @@ class FakeReranker(Reranker):
             len(query_words & set(words(p))) / len(query_words) if query_words else 0.0
             for p in passages
         ]
+
+
+def point_the_command_at(workbench, monkeypatch) -> None:
+    """Make `evidence` commands run in process open the workbench's store, with the fake
+    embedder in place of the real model."""
+    monkeypatch.setattr("core.workbench.SentenceTransformerEmbedder",
+                        lambda *args, **kwargs: FakeEmbedder())
+    monkeypatch.setenv("EVIDENCE_STORE", str(workbench.settings.store))
+    monkeypatch.setenv("EVIDENCE_LEXICAL_DIR", str(workbench.settings.store / "lexical"))

@@ -10,6 +10,7 @@ import pytest
 from core.cli import main
 from core.workbench import Workbench
 from tests.conftest import SAMPLE_DATA
+from tests.fakes import point_the_command_at
 
 CONTRACT_KEYS = {"vendor_id", "conversation_id", "turn", "question", "search_query",
                  "continuation", "history", "anchor_documents", "answer", "answered_by",
@@ -20,15 +21,10 @@ EVIDENCE_KEYS = {"id", "source", "text", "vector_rank", "lexical_rank", "fused_s
 
 @pytest.fixture
 def cli(workbench: Workbench, monkeypatch):
-    from tests.fakes import FakeEmbedder
-
     for vendor in ("acme", "northwind"):
         workbench.ingest_documents(vendor, sorted(
             (SAMPLE_DATA / "vendors" / vendor / "documents").glob("*.md")))
-    monkeypatch.setattr("core.workbench.SentenceTransformerEmbedder",
-                        lambda *args, **kwargs: FakeEmbedder())
-    monkeypatch.setenv("EVIDENCE_STORE", str(workbench.settings.store))
-    monkeypatch.setenv("EVIDENCE_LEXICAL_DIR", str(workbench.settings.store / "lexical"))
+    point_the_command_at(workbench, monkeypatch)
     return workbench
 
 

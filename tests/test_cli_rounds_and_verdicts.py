@@ -14,6 +14,7 @@ from core.cli import main
 from core.hashing import criterion_hash
 from core.workbench import Workbench
 from tests.conftest import SAMPLE_DATA
+from tests.fakes import point_the_command_at
 from tests.support.snapshot import store_snapshot
 
 pytest_plugins = ["tests.llm_stub"]
@@ -27,17 +28,12 @@ VERDICT_KEYS = {"vendor_id", "criterion", "criterion_hash", "strategy", "verdict
 @pytest.fixture
 def cli(workbench: Workbench, monkeypatch):
     """The sample vendors' documents and JSON rounds in a store the command opens."""
-    from tests.fakes import FakeEmbedder
-
     for vendor in ("acme", "northwind"):
         folder = SAMPLE_DATA / "vendors" / vendor
         workbench.ingest_documents(vendor, sorted((folder / "documents").glob("*.md")))
         list(workbench.ingest_questionnaires(workbench.load_questionnaires(
             sorted((folder / "questionnaires").glob("round_*.json")))))
-    monkeypatch.setattr("core.workbench.SentenceTransformerEmbedder",
-                        lambda *args, **kwargs: FakeEmbedder())
-    monkeypatch.setenv("EVIDENCE_STORE", str(workbench.settings.store))
-    monkeypatch.setenv("EVIDENCE_LEXICAL_DIR", str(workbench.settings.store / "lexical"))
+    point_the_command_at(workbench, monkeypatch)
     return workbench
 
 
