@@ -62,10 +62,25 @@ def main_options(
 
 
 def _settings(ctx: typer.Context) -> Settings:
+    import pydantic
+
     try:
         return Settings(**(ctx.find_root().obj or {}))
-    except Exception as exc:  # pydantic ValidationError from a bad EVIDENCE_* variable
-        raise UserInputError(f"A setting is invalid: {' '.join(str(exc).split())[:200]}") from None
+    except pydantic.ValidationError as exc:  # a bad EVIDENCE_* variable
+        raise UserInputError(_setting_problem(exc)) from None
+
+
+def _setting_problem(exc) -> str:
+    """One sentence naming the first bad setting as the user set it, and what it must be."""
+    error = exc.errors()[0]
+    field = str(error["loc"][0]) if error["loc"] else ""
+    name = f"EVIDENCE_{field.upper()}" if field else "A setting"
+    value = error.get("input")
+    shown = f"={value!r}" if isinstance(value, str | int | float) else ""
+    why = error["msg"].removeprefix("Value error, ")
+    why = why[:1].lower() + why[1:]
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"The setting {name}{shown} is invalid{more}: {why}"
 
 
 def _workbench(ctx: typer.Context):

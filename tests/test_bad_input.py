@@ -1048,3 +1048,410 @@ def test_a_bad_word_file_or_page_upload_is_refused(populated, office_files, case
                                   "tc_files", None)
 
 # End of Word files and web pages -------------------------------------------------------------
+
+
+# Spreadsheets, criteria lists, drafts, reports and language-model endpoints ------------------
+# Every case runs the command against the shared store holding vendor acme. A refusal exits 2
+# (1 for an endpoint that fails) with one line on stderr and nothing on stdout, and leaves the
+# store as it was; a refused draft or report leaves its output folder as it was. What is read
+# with a note instead is ingested into a store of its own.
+
+pytest_plugins = ["tests.llm_stub"]
+
+SHEET_HEADER = ["Criterion", "Question", "Answer"]
+SHEET_ROWS: list[list[Any]] = [
+    SHEET_HEADER,
+    [AES_CRITERION, "Which cipher protects stored customer data?", "AES-256 in GCM mode."],
+    [None, "Who is your data protection officer?", "Jane Doe."],
+]
+SHEET_OPTIONS = ["--vendor", "acme", "--round", "2", "--timestamp", "2024-03-01T10:00:00Z"]
+
+
+def sheet_xlsx(rows: list[list[Any]], setup: Callable[[Any], None] | None = None, *,
+               title: str = "Answers") -> bytes:
+    """A workbook of one sheet holding `rows` from A1; `setup(sheet)` changes it further."""
+    import openpyxl
+
+    workbook = openpyxl.Workbook()
+    sheet = workbook.active
+    sheet.title = title
+    for row in rows:
+        sheet.append(row)
+    if setup is not None:
+        setup(sheet)
+    out = io.BytesIO()
+    workbook.save(out)
+    return out.getvalue()
+
+
+def sheet_csv(rows: list[list[Any]], *, encoding: str = "utf-8", delimiter: str = ",") -> bytes:
+    import csv
+
+    out = io.StringIO(newline="")
+    csv.writer(out, delimiter=delimiter, lineterminator="\r\n").writerows(
+        [["" if cell is None else cell for cell in row] for row in rows])
+    return out.getvalue().encode(encoding)
+
+
+def with_row(*row: Any) -> list[list[Any]]:
+    """The good rows, then `row` as spreadsheet row 4."""
+    return [*SHEET_ROWS, list(row)]
+
+
+TEN_THOUSAND_ROWS = [SHEET_HEADER] + [[f"C{n}", f"Q{n}", f"A{n}"] for n in range(10_000)]
+NO_ANSWER_COLUMN = [["Criterion", "Question", "Response"], *SHEET_ROWS[1:]]
+REPEATED = with_row(AES_CRITERION.upper(), "  which cipher protects STORED customer data? ",
+                    "AES-128.")
+ENCRYPTED_WORKBOOK = (OLE_HEADER + bytes(504) + "EncryptionInfo".encode("utf-16-le") + bytes(512)
+                      + "EncryptedPackage".encode("utf-16-le"))
+
+
+def sheet_zip_bomb() -> bytes:
+    """A real workbook with 105 MB of zeros in it, which deflate to about 100 kB."""
+    import zipfile
+
+    out = io.BytesIO(sheet_xlsx(SHEET_ROWS))
+    with zipfile.ZipFile(out, "a", zipfile.ZIP_DEFLATED) as package, \
+            package.open("xl/media/image1.png", "w", force_zip64=True) as part:
+        for _ in range(100):
+            part.write(bytes(1 << 20))
+    return out.getvalue()
+
+
+def _row_4(column: str, *needles: str) -> list[str]:
+    return ["row 4", f"column {column}", *needles]
+
+
+# case: (file name, its bytes, its options, what the sentence names)
+SHEET_REFUSALS: dict[str, tuple[str, Callable[[], bytes], list[str], list[str]]] = {
+    "xlsx: merged header cells": (
+        "round_2.xlsx", lambda: sheet_xlsx(SHEET_ROWS, lambda s: s.merge_cells("A1:B1")),
+        SHEET_OPTIONS, ["sheet Answers", "row 1", "merged", "A1:B1"]),
+    "xlsx: formula in an answer": (
+        "round_2.xlsx", lambda: sheet_xlsx(with_row("C", "Q?", '=A2&" yes"')), SHEET_OPTIONS,
+        ["sheet Answers", *_row_4("Answer", "formula", '=A2&" yes"', "Paste Special")]),
+    "xlsx: 10,000 rows": (
+        "round_2.xlsx", lambda: sheet_xlsx(TEN_THOUSAND_ROWS), SHEET_OPTIONS,
+        ["sheet Answers", "10,000 responses", "rows 2 to 10,001", "at most 100"]),
+    "xlsx: no answer column": (
+        "round_2.xlsx", lambda: sheet_xlsx(NO_ANSWER_COLUMN), SHEET_OPTIONS,
+        ["row 1", "no answer column", "Response"]),
+    "xlsx: criterion and question repeated": (
+        "round_2.xlsx", lambda: sheet_xlsx(REPEATED), SHEET_OPTIONS,
+        [*_row_4("Question"), "repeats", "of row 2"]),
+    "xlsx: blank answer": ("round_2.xlsx", lambda: sheet_xlsx(with_row("C", "Q?", "   ")),
+                           SHEET_OPTIONS, _row_4("Answer", "blank")),
+    "xlsx: error value #N/A": ("round_2.xlsx", lambda: sheet_xlsx(with_row("C", "Q?", "#N/A")),
+                               SHEET_OPTIONS, _row_4("Answer", "error value #N/A")),
+    "xlsx: encrypted workbook": ("round_2.xlsx", lambda: ENCRYPTED_WORKBOOK, SHEET_OPTIONS,
+                                 ["password-protected", "remove the password"]),
+    "xlsx: workbook cut short": ("round_2.xlsx", lambda: sheet_xlsx(SHEET_ROWS)[:400],
+                                 SHEET_OPTIONS, ["not a readable .xlsx workbook"]),
+    "xlsx: worksheet that is not XML": (
+        "round_2.xlsx", lambda: repacked(sheet_xlsx(SHEET_ROWS), drop="xl/worksheets/sheet1.xml",
+                                         add={"xl/worksheets/sheet1.xml": b"<not xml"}),
+        SHEET_OPTIONS, ["not a readable .xlsx workbook"]),
+    "xlsx: macros": ("round_2.xlsx", lambda: repacked(sheet_xlsx(SHEET_ROWS),
+                                                      add={"xl/vbaProject.bin": bytes(64)}),
+                     SHEET_OPTIONS, ["macros", "xl/vbaProject.bin", "macro-free"]),
+    "xlsx: zip bomb": ("round_2.xlsx", sheet_zip_bomb, SHEET_OPTIONS,
+                       ["unpacks to", "at most 100,000,000"]),
+    "csv: 10,000 rows": ("round_2.csv", lambda: sheet_csv(TEN_THOUSAND_ROWS), SHEET_OPTIONS,
+                         ["10,000 responses", "rows 2 to 10,001", "at most 100"]),
+    "csv: no answer column": ("round_2.csv", lambda: sheet_csv(NO_ANSWER_COLUMN), SHEET_OPTIONS,
+                              ["row 1", "no answer column", "Response"]),
+    "csv: criterion and question repeated": ("round_2.csv", lambda: sheet_csv(REPEATED),
+                                             SHEET_OPTIONS,
+                                             [*_row_4("Question"), "repeats", "of row 2"]),
+    "csv: blank answer": ("round_2.csv", lambda: sheet_csv(with_row("C", "Q?", " ")),
+                          SHEET_OPTIONS, _row_4("Answer", "blank")),
+    "csv: Windows-1252 text": (
+        "round_2.csv", lambda: sheet_csv(with_row("C", "Q?", "It\u2019s encrypted"),
+                                         encoding="cp1252"),
+        SHEET_OPTIONS, ["not UTF-8", "0x92", "CSV UTF-8"]),
+    "csv: workbook named .csv": ("round_2.csv", lambda: sheet_xlsx(SHEET_ROWS), SHEET_OPTIONS,
+                                 ["is an Excel workbook", "name it .xlsx"]),
+    **{f"{kind}: {case}": (f"good_round.{kind}",
+                           (lambda: sheet_xlsx(SHEET_ROWS)) if kind == "xlsx"
+                           else (lambda: sheet_csv(SHEET_ROWS)), options, needles)
+       for kind in ("xlsx", "csv")
+       for case, (options, needles) in {
+           "no --vendor": (["--round", "2"], [f"good_round.{kind}", "--vendor and --round"]),
+           "no --round": (["--vendor", "acme"], [f"good_round.{kind}", "--vendor and --round"]),
+           "--timestamp that is not ISO 8601": (
+               ["--vendor", "acme", "--round", "2", "--timestamp", "yesterday"],
+               ["--timestamp", "'yesterday'", "ISO 8601"]),
+           "--vendor with a slash": (["--vendor", "acme/evil", "--round", "2"],
+                                     ["--vendor", "acme/evil"]),
+           "--vendor differing only in case": (["--vendor", "ACME", "--round", "2"],
+                                               ["ACME", "'acme'", "case"]),
+           "--round 0": (["--vendor", "acme", "--round", "0"], ["--round", "0"]),
+           "--round above the maximum": (["--vendor", "acme", "--round", "1001"],
+                                         ["--round", "1000"]),
+           "--round that is not a number": (["--vendor", "acme", "--round", "two"],
+                                            ["--round", "integer"]),
+       }.items()},
+}
+
+
+@pytest.fixture(scope="module")
+def sheet_files(tmp_path_factory) -> dict[str, Path]:
+    """Every spreadsheet round above on disk, each in a folder of its own, made once."""
+    folder = tmp_path_factory.mktemp("sheets")
+    return {case: write(folder / re.sub(r"\W+", "_", case) / name, make())
+            for case, (name, make, _, _) in SHEET_REFUSALS.items()}
+
+
+@pytest.fixture
+def fake_models(monkeypatch) -> None:
+    """The command embeds with the fake embedder the stores here were made with."""
+    monkeypatch.setattr("core.workbench.SentenceTransformerEmbedder",
+                        lambda *args, **kwargs: FakeEmbedder())
+
+
+def run_cli(capfd, args: list[str]) -> tuple[int, str, str]:
+    capfd.readouterr()
+    code = main(args)
+    out, err = capfd.readouterr()
+    return code, out, err
+
+
+def assert_cli_failed(code: int, out: str, err: str, *needles: str) -> None:
+    """Exit 1, nothing on stdout, one line on stderr: `evidence: error:` and one sentence."""
+    assert "Traceback" not in err, err
+    assert code == 1, f"exit {code}: {err}"
+    assert out == ""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("evidence: error: ")
+    assert_one_sentence(lines[0].removeprefix("evidence: error: "), *needles)
+
+
+@pytest.mark.parametrize("case", list(SHEET_REFUSALS))
+def test_the_command_refuses_a_bad_spreadsheet_round(populated, sheet_files, fake_models, capfd,
+                                                     case):
+    name, _, options, needles = SHEET_REFUSALS[case]
+    before = store_snapshot(populated)
+    code, out, err = run_cli(capfd, ["--store", str(populated.settings.store), "ingest",
+                                     "questionnaire", str(sheet_files[case]), *options])
+    named = [name] if options is SHEET_OPTIONS else []  # an option's refusal names the option
+    assert_cli_refused(code, out, err, *named, *needles)
+    assert_unchanged(before, store_snapshot(populated))
+
+
+def dated(value: Any) -> bytes:
+    """A round whose one answer is a date cell, stored as Excel stores it: a serial number."""
+    return sheet_xlsx([SHEET_HEADER, [AES_CRITERION, "When was the last audit?", value]])
+
+
+def _date() -> Any:
+    from datetime import date
+
+    return date(2024, 3, 1)
+
+
+def _date_and_time() -> Any:
+    from datetime import datetime
+
+    return datetime(2024, 3, 1, 14, 30)
+
+
+FRENCH = [SHEET_HEADER, [AES_CRITERION, "Cl\u00e9 g\u00e9r\u00e9e ?",
+                         "Oui \u2014 AES\u2011256 \u201cKMS\u201d"]]
+
+# case: (file name, its bytes, the answer stored, the note's words or None for no note)
+SHEET_NOTES: dict[str, tuple[str, Callable[[], bytes], str, list[str] | None]] = {
+    "xlsx: a date cell": (
+        "round_2.xlsx", lambda: dated(_date()), "2024-03-01",
+        ["round_2.xlsx", "sheet Answers", "row 2", "column Answer",
+         "the date was read as the text 2024-03-01"]),
+    "xlsx: a date and time cell": (
+        "round_2.xlsx", lambda: dated(_date_and_time()), "2024-03-01T14:30:00",
+        ["round_2.xlsx", "row 2", "column Answer",
+         "the date and time was read as the text 2024-03-01T14:30:00"]),
+    "csv: UTF-8 with a byte-order mark": (
+        "round_2.csv", lambda: sheet_csv(FRENCH, encoding="utf-8-sig"),
+        "Oui \u2014 AES\u2011256 \u201cKMS\u201d", None),
+    "csv: UTF-16 with a byte-order mark, tab separated": (
+        "round_2.csv", lambda: sheet_csv(FRENCH, encoding="utf-16", delimiter="\t"),
+        "Oui \u2014 AES\u2011256 \u201cKMS\u201d", ["The columns are separated by tabs"]),
+}
+
+
+@pytest.mark.parametrize("case", list(SHEET_NOTES))
+def test_what_a_spreadsheet_holds_in_another_form_is_read_with_a_note(workbench, fake_models,
+                                                                       tmp_path, capfd, case):
+    name, make, answer, note = SHEET_NOTES[case]
+    workbench.ingest_questionnaire(payload(round_number=1))
+    path = write(tmp_path / name, make())
+    code, out, err = run_cli(capfd, ["--store", str(workbench.settings.store), "ingest",
+                                     "questionnaire", str(path), *SHEET_OPTIONS])
+    assert "Traceback" not in err
+    assert code == 0, err
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {"indexed_count": 1, "round_number": 2, "vendor_id": "acme"}]
+    lines = err.splitlines()
+    if note is None:
+        assert lines == []
+    else:
+        assert len(lines) == 1 and lines[0].startswith("evidence: note: "), lines
+        assert_one_sentence(lines[0].removeprefix("evidence: note: "), *note)
+    stored = [(hit.round_number, hit.answer_text)
+              for hit in workbench.linked_followups("acme", AES_CRITERION)]
+    assert (2, answer) in stored
+
+
+CRITERIA_ROWS = [["ID", "Criterion"], ["ENC-1", AES_CRITERION],
+                 ["MFA-1", "Is multi-factor authentication enforced?"]]
+
+# case: (file name, its rows, what the sentence names)
+CRITERIA_REFUSALS: dict[str, tuple[str, list[list[Any]], list[str]]] = {
+    f"{kind}: {case}": (f"criteria.{kind}", rows, ["criteria." + kind, *needles])
+    for kind in ("csv", "xlsx")
+    for case, (rows, needles) in {
+        "no criterion column": ([["ID", "Requirement"], *CRITERIA_ROWS[1:]],
+                                ["row 1", "no criterion column", "Requirement"]),
+        "an id used twice": ([*CRITERIA_ROWS, ["ENC-1", "Are logs kept for a year?"]],
+                             ["row 4", "column ID", "ENC-1", "row 2", "unique"]),
+        "no criteria under the header": ([CRITERIA_ROWS[0]],
+                                         ["row 1", "no rows below it"]),
+    }.items()
+}
+
+
+@pytest.mark.parametrize("case", list(CRITERIA_REFUSALS))
+def test_retrieve_refuses_a_bad_criteria_spreadsheet_before_printing_any(
+        populated, fake_models, tmp_path, capfd, case):
+    name, rows, needles = CRITERIA_REFUSALS[case]
+    data = (sheet_xlsx(rows, title="Criteria") if name.endswith(".xlsx") else sheet_csv(rows))
+    path = write(tmp_path / name, data)
+    before = store_snapshot(populated)
+    code, out, err = run_cli(capfd, ["--store", str(populated.settings.store), "retrieve",
+                                     "--vendor", "acme", "--criteria-file", str(path)])
+    assert_cli_refused(code, out, err, *needles)
+    assert_unchanged(before, store_snapshot(populated))
+
+
+# case: (the command's arguments, what the sentence names); {out} is an empty folder
+OUTPUT_REFUSALS: dict[str, tuple[list[str], list[str]]] = {
+    **{f"draft: {case}": (["questionnaire", "draft", "--vendor", vendor, "--criterion",
+                           AES_CRITERION, "--round", "2", *more, "--output", output], needles)
+       for case, (vendor, more, output, needles) in {
+           "unsupported output suffix": ("acme", [], "{out}/draft.docx",
+                                         ["draft.docx", ".xlsx, .csv or .json"]),
+           "unknown vendor": ("nobody", [], "{out}/draft.xlsx", ["nobody"]),
+           "missing output folder": ("acme", [], "{out}/missing/draft.xlsx",
+                                     ["missing", "does not exist"]),
+           "output path that is a folder": ("acme", [], "{out}/written.xlsx",
+                                            ["written.xlsx", "folder"]),
+           "--only-unanswered when everything is answered": (
+               "acme", ["--only-unanswered"], "{out}/draft.xlsx",
+               ["'acme'", "already has a linked answer", "--only-unanswered"]),
+       }.items()},
+    **{f"report: {case}": (["report", "--vendor", "acme", "--criterion", AES_CRITERION,
+                            "--output", output], needles)
+       for case, (output, needles) in {
+           "unsupported output suffix": ("{out}/pack.pdf", ["pack.pdf", ".md", ".html", ".jsonl"]),
+           "missing output folder": ("{out}/missing/pack.md", ["missing", "does not exist"]),
+           "output path that is a folder": ("{out}/written.md", ["written.md", "folder"]),
+       }.items()},
+}
+
+
+@pytest.mark.parametrize("case", list(OUTPUT_REFUSALS))
+def test_a_refused_draft_or_report_writes_no_file(populated, fake_models, tmp_path, capfd, case):
+    args, needles = OUTPUT_REFUSALS[case]
+    out = tmp_path / "out"
+    out.mkdir()
+    if "a folder" in case:
+        (out / Path(args[-1]).name).mkdir()
+    listing = sorted(p.relative_to(out) for p in out.rglob("*"))
+    before = store_snapshot(populated)
+    code, stdout, err = run_cli(capfd, ["--store", str(populated.settings.store),
+                                        *(a.replace("{out}", str(out)) for a in args)])
+    assert_cli_refused(code, stdout, err, *needles)
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == listing
+    assert_unchanged(before, store_snapshot(populated))
+
+
+# case: (settings, what the sentence names)
+ASSESS_REFUSALS: dict[str, tuple[dict[str, str], list[str]]] = {
+    "no endpoint configured": ({}, ["EVIDENCE_LLM_BASE_URL", "EVIDENCE_LLM_MODEL"]),
+    "no model configured": ({"EVIDENCE_LLM_BASE_URL": "http://127.0.0.1:11434/v1"},
+                            ["set EVIDENCE_LLM_MODEL"]),
+    "base URL that is not http": ({"EVIDENCE_LLM_BASE_URL": "127.0.0.1:11434/v1",
+                                   "EVIDENCE_LLM_MODEL": "stub-model"},
+                                  ["EVIDENCE_LLM_BASE_URL", "'127.0.0.1:11434/v1'", "http://"]),
+    "timeout that is not a number": ({"EVIDENCE_LLM_BASE_URL": "http://127.0.0.1:11434/v1",
+                                      "EVIDENCE_LLM_MODEL": "stub-model",
+                                      "EVIDENCE_LLM_TIMEOUT_S": "soon"},
+                                     ["EVIDENCE_LLM_TIMEOUT_S", "'soon'"]),
+}
+@pytest.mark.parametrize("case", list(ASSESS_REFUSALS))
+def test_assess_without_a_usable_endpoint_names_the_setting(populated, fake_models, monkeypatch,
+                                                            capfd, case):
+    environment, needles = ASSESS_REFUSALS[case]
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    before = store_snapshot(populated)
+    code, out, err = run_cli(capfd, ["--store", str(populated.settings.store), "assess",
+                                     "--vendor", "acme", "--criterion", AES_CRITERION])
+    assert_cli_refused(code, out, err, *needles)
+    assert populated.verdict_status("acme", AES_CRITERION).verdict is None
+    assert_unchanged(before, store_snapshot(populated))
+
+
+def closed_port_url() -> str:
+    """The base URL of a port on 127.0.0.1 that nothing listens on."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+MET = {"verdict": "MET", "reasoning": "Round 1 confirms AES-256.", "contradictions": [],
+       "cited_rounds": [1]}
+
+# case: (the stub's reply, or None for a closed port; settings; what the sentence names)
+ASSESS_FAILURES: dict[str, tuple[dict[str, Any] | None, dict[str, str], list[str]]] = {
+    "an endpoint that hangs past the timeout": (
+        {"content": MET, "hang_s": 5.0}, {"EVIDENCE_LLM_TIMEOUT_S": "0.5"},
+        ["did not answer within 0.5 s", "EVIDENCE_LLM_TIMEOUT_S"]),
+    "HTTP 500": ({"status": 500, "error": "model not loaded"}, {},
+                 ["HTTP 500", "model not loaded"]),
+    "content that is not JSON": ({"content": "The vendor meets the criterion"}, {},
+                                 ["not JSON", "The vendor meets the criterion"]),
+    "JSON outside the schema": ({"content": MET | {"verdict": "PROBABLY"}}, {},
+                                ["does not match the schema", "verdict"]),
+    "a cited round the prompt does not hold": ({"content": MET | {"cited_rounds": [1, 9]}}, {},
+                                               ["cited round(s) 9", "its rounds: 1"]),
+    "connection refused": (None, {}, ["could not be reached", "connection refused"]),
+}
+
+
+@pytest.mark.parametrize("case", list(ASSESS_FAILURES))
+def test_a_failing_language_model_fails_in_one_line_and_records_no_verdict(
+        populated, fake_models, llm_stub, monkeypatch, capfd, case):
+    import time
+
+    reply, environment, needles = ASSESS_FAILURES[case]
+    monkeypatch.setenv("EVIDENCE_LLM_BASE_URL",
+                       llm_stub.base_url if reply is not None else closed_port_url())
+    monkeypatch.setenv("EVIDENCE_LLM_MODEL", llm_stub.model)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    if reply is not None:
+        llm_stub.enqueue(**reply)
+    before = store_snapshot(populated)
+    started = time.monotonic()
+    code, out, err = run_cli(capfd, ["--store", str(populated.settings.store), "assess",
+                                     "--vendor", "acme", "--criterion", AES_CRITERION])
+    assert time.monotonic() - started < 4  # the hang is cut at the timeout, not waited out
+    assert_cli_failed(code, out, err, "127.0.0.1", "/chat/completions", *needles)
+    assert (len(llm_stub.requests), llm_stub.pending) == ((0, 0) if reply is None else (1, 0))
+    assert populated.verdict_status("acme", AES_CRITERION).verdict is None
+    assert_unchanged(before, store_snapshot(populated))
+
+# End of spreadsheets, criteria lists, drafts, reports and language-model endpoints -----------
