@@ -30,14 +30,16 @@ def _indented(text: str) -> str:
     return _LINE_BREAK.sub("\n  ", _NOT_XML.sub("\ufffd", text))
 
 
+def source_label(source: str, section: str | None, page: int | None) -> str:
+    """Where an excerpt comes from: the document, then its section ("policy.docx \u00a7
+    Access control > Passwords") or its PDF page."""
+    label = f"{source} \u00a7 {section}" if section else source
+    return f"{label} (page {page})" if page else label
+
+
 def evidence_source(candidate: Candidate) -> str:
-    """Where an excerpt comes from, as its <source> and its prompt header show it: the
-    document, then its section ("policy.docx \u00a7 Access control > Passwords") or its PDF
-    page."""
-    label = candidate.source
-    if candidate.section:
-        label = f"{label} \u00a7 {candidate.section}"
-    return f"{label} (page {candidate.page})" if candidate.page else label
+    """An excerpt's label, as its <source> and its prompt header show it."""
+    return source_label(candidate.source, candidate.section, candidate.page)
 
 
 @dataclass(frozen=True)

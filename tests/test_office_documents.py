@@ -180,6 +180,19 @@ def test_the_context_and_prompt_name_the_section(workbench, tmp_path):
     assert f"[Document 1: {label}]" in trace.prompt
 
 
+def test_an_answer_to_a_question_names_the_section_of_its_sources(workbench, tmp_path):
+    from core.conversation.answer import label
+
+    workbench.ingest_documents(VENDOR, [policy_docx(tmp_path / "policy.docx")])
+
+    turn = workbench.ask(VENDOR, "How long must passwords be?")
+
+    passwords = [e for e in turn.answer_evidence if "at least 14 characters" in e.text]
+    assert passwords and passwords[0].section == "Access control > Passwords"
+    assert label(passwords[0]) == f"policy.docx {SECTION} Access control > Passwords"
+    assert f"policy.docx {SECTION} Access control > Passwords" in turn.answer
+
+
 # Web pages -----------------------------------------------------------------------------------
 
 PAGE = """<!DOCTYPE html>

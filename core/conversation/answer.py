@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from core.context import one_line, quoted
+from core.context import one_line, quoted, source_label
 from core.conversation.models import AnswerEvidence
 from core.models import FollowupHit
 
@@ -20,7 +20,8 @@ _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 
 
 def label(evidence: AnswerEvidence) -> str:
-    return f"{evidence.source} (page {evidence.page})" if evidence.page else evidence.source
+    """Where an excerpt came from, as the context's <source> names it."""
+    return source_label(evidence.source, evidence.section, evidence.page)
 
 
 def excerpt_answer(answer_evidence: Sequence[AnswerEvidence],

@@ -36,6 +36,7 @@ class AnswerEvidence(BaseModel):
     id: str
     source: str
     page: int | None = None
+    section: str | None = Field(None, description="the document's heading path at the chunk")
     type: str
     text: str
     vector_rank: int | None = None
