@@ -365,3 +365,21 @@ def test_a_hostile_heading_stays_escaped_and_on_one_line(workbench, tmp_path):
 
     assert sources_in_context(trace.context) == [f"hostile.docx {SECTION} {hostile}"]
     assert f"[Document 1: hostile.docx {SECTION} {hostile}]\n" in trace.prompt
+
+
+def test_a_document_read_by_older_readers_is_read_again_on_the_next_ingest(
+        workbench, tmp_path, monkeypatch):
+    policy = tmp_path / "policy.md"
+    policy.write_text("# Access control\n\n" + filler("passwords") + "\n", encoding="utf-8")
+    from core.ingest import writer
+
+    current = writer.READER_VERSION
+    monkeypatch.setattr(writer, "READER_VERSION", 1)
+    workbench.ingest_documents(VENDOR, [policy])
+    monkeypatch.setattr(writer, "READER_VERSION", current)
+
+    again = workbench.ingest_documents(VENDOR, [policy])
+    assert [d.status for d in again.documents] == ["replaced"]
+    assert {row["section"] for row in stored(workbench, "policy.md")} == {"Access control"}
+    once_more = workbench.ingest_documents(VENDOR, [policy])
+    assert [d.status for d in once_more.documents] == ["unchanged"]

@@ -36,6 +36,10 @@ from core.store import (
     read_manifest,
 )
 
+# What the readers make of a file is part of its version: when they learn more (version 2:
+# each chunk's section heading path), ingesting the unchanged file again rewrites its chunks.
+READER_VERSION = 2
+
 
 def document_key(source: str, doc_type: str, round_number: int | None) -> str:
     """A document's identity: its name within its type and round. The same file name sent
@@ -92,7 +96,7 @@ class EvidenceWriter:
         for doc in prepared:
             doc_key = document_key(doc.source, doc_type, round_number)
             version = short_hash(f"{doc.digest}|{s.chunk_size}|{s.chunk_overlap}|{doc_type}|"
-                                 f"{round_number}")
+                                 f"{round_number}|{READER_VERSION}")
             previous = committed.get(doc_key)
             if previous and previous.get("version") == version:
                 outcomes.append(DocumentOutcome(source=doc.source, status="unchanged",
