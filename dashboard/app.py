@@ -55,6 +55,10 @@ page = st.navigation({
     "Conversation": [
         st.Page(views / "ask.py", title="Ask the evidence", icon=":material/forum:"),
     ],
+    "Vendor": [
+        st.Page(views / "next_round.py", title="Next round", icon=":material/forward_to_inbox:"),
+        st.Page(views / "pack.py", title="Evidence pack", icon=":material/inventory_2:"),
+    ],
     "Quality": [
         st.Page(views / "quality.py", title="Strategy quality", icon=":material/query_stats:"),
     ],

@@ -11,14 +11,27 @@ from pathlib import Path
 import streamlit as st
 
 from core.bench.results import LoadedResults, load_results
-from core.config import Settings
+from core.config import MAX_CRITERION_CHARS, Settings
 from core.conversation.models import AskTurn, ConversationSummary
+from core.criteria import CriterionEntry
+from core.draft import DraftFormat, DraftRow, plan_draft, write_draft
 from core.errors import EvidenceError
+from core.hashing import criterion_hash
+from core.ingest import LoadedRound
 from core.ingest.sample import DEFAULT_SAMPLE_DIR, ingest_sample, load_criteria
+from core.ingest.uploads import (
+    UploadedRound,
+    ingest_loaded_rounds,
+    read_uploaded_criteria,
+    read_uploaded_rounds,
+)
+from core.llm.client import describe_missing
 from core.models import FollowupHit, RetrievalTrace
 from core.quality import StrategyComparison, compare_strategies
-from core.reports import VendorStatus
+from core.report import EvidencePack, ReportFormat, build_pack, render
+from core.reports import Progress, QuestionnaireIngestReport, VendorStatus
 from core.strategies import DEFAULT_STRATEGY
+from core.verdicts import Assessor, Verdict, VerdictStatus, VerdictStore
 from core.workbench import Workbench
 from dashboard import widgets
 
@@ -209,6 +222,117 @@ def compare(vendor_id: str, criteria: Sequence[str],
                                     progress=progress)
     comparisons.put(key, comparison, version)
     return comparison
+
+
+# Questionnaire rounds and criteria lists from uploads --------------------------------------
+
+def read_rounds(uploads: Sequence[tuple[str, bytes]], *, vendor_id: str | None,
+                round_number: int | None, timestamp: str | None) -> list[UploadedRound]:
+    """Uploaded rounds read and validated, nothing written (read on every run: the checks
+    against the store must see it as it is now)."""
+    return read_uploaded_rounds(get_workbench(), uploads, vendor_id=vendor_id,
+                                round_number=round_number, timestamp=timestamp)
+
+
+def ingest_rounds(rounds: Sequence[LoadedRound],
+                  progress: Progress | None = None) -> list[QuestionnaireIngestReport]:
+    """Write rounds already read; every cached view of the store is dropped after."""
+    reports = ingest_loaded_rounds(get_workbench(), rounds, progress)
+    store_changed()
+    return reports
+
+
+def uploaded_criteria(name: str, data: bytes) -> list[CriterionEntry]:
+    """A criteria list from an uploaded .txt, .csv or .xlsx file."""
+    return read_uploaded_criteria(name, data, max_chars=MAX_CRITERION_CHARS)
+
+
+def sample_entries() -> list[CriterionEntry]:
+    """The sidebar's sample criteria as a criteria list."""
+    return [CriterionEntry(text) for text in sample_criteria()]
+
+
+# The next round's draft ---------------------------------------------------------------------
+
+@st.cache_data(show_spinner="Finding the answers linked to each criterion...")
+def _draft_json(vendor_id: str, criteria: tuple[CriterionEntry, ...]) -> list[dict]:
+    return [row.model_dump(mode="json")
+            for row in plan_draft(get_workbench(), vendor_id, list(criteria))]
+
+
+def draft_rows(vendor_id: str, criteria: Sequence[CriterionEntry]) -> list[DraftRow]:
+    """Every distinct criterion with the rounds that answered it (cached until an ingest)."""
+    return [DraftRow.model_validate(row) for row in _draft_json(vendor_id, tuple(criteria))]
+
+
+def draft_file(rows: Sequence[DraftRow], vendor_id: str, round_number: int,
+               fmt: DraftFormat) -> bytes:
+    """The draft's bytes in one format (.xlsx, .csv or .json)."""
+    return write_draft(rows, vendor_id=vendor_id, round_number=round_number, fmt=fmt)
+
+
+def next_round_number(vendor_id: str) -> int:
+    """The vendor's last questionnaire round plus one (1 for a vendor without rounds)."""
+    rounds = [n for s in vendor_statuses() if s.vendor_id == vendor_id for n in s.rounds]
+    return max(rounds, default=0) + 1
+
+
+# Verdicts -----------------------------------------------------------------------------------
+
+def llm_missing() -> str | None:
+    """The sentence naming the settings to set, or None when a language model is configured."""
+    return describe_missing(get_workbench().settings)
+
+
+# Verdicts are read fresh on every run (a small read of the vendor's verdicts), so a verdict
+# given in another session or from the command line shows at once; the prompt they are
+# compared with is the cached trace's, the one the pages show.
+def verdict_status(vendor_id: str, criterion: str, strategy: str) -> VerdictStatus:
+    """The stored verdict for the criterion and strategy, current or stale, or none."""
+    return Assessor(get_workbench()).status(retrieve(vendor_id, criterion, strategy))
+
+
+def verdict_statuses(vendor_id: str, criteria: Sequence[str], strategies: Sequence[str]
+                     ) -> dict[tuple[str, str], VerdictStatus | None]:
+    """(criterion, strategy) -> its stored verdict's status; None where no verdict is stored,
+    found without retrieving anything."""
+    stored = VerdictStore(get_workbench().store, vendor_id)
+    found: dict[tuple[str, str], VerdictStatus | None] = {}
+    for criterion in criteria:
+        key = criterion_hash(criterion)
+        for strategy in strategies:
+            found[(criterion, strategy)] = (
+                verdict_status(vendor_id, criterion, strategy)
+                if stored.for_criterion(key, strategy) else None)
+    return found
+
+
+def assess(vendor_id: str, criterion: str, strategy: str) -> Verdict:
+    """The language model's verdict on the selection's prompt (read back when this model
+    already answered this very prompt); the evidence packs kept hold verdicts, so they go."""
+    with st.spinner(f"Asking the language model ({strategy})..."):
+        verdict = get_workbench().assess(vendor_id, criterion, strategy)
+    _pack_json.clear()
+    return verdict
+
+
+# Evidence packs -----------------------------------------------------------------------------
+
+@st.cache_data(show_spinner="Building the evidence pack...")
+def _pack_json(vendor_id: str, criteria: tuple[CriterionEntry, ...], strategy: str) -> dict:
+    return build_pack(get_workbench(), vendor_id, list(criteria), strategy).model_dump(
+        mode="json")
+
+
+def evidence_pack(vendor_id: str, criteria: Sequence[CriterionEntry],
+                  strategy: str) -> EvidencePack:
+    """The vendor's evidence pack (cached until an ingest or a new verdict)."""
+    return EvidencePack.model_validate(_pack_json(vendor_id, tuple(criteria), strategy))
+
+
+def pack_file(pack: EvidencePack, fmt: ReportFormat) -> str:
+    """The pack as Markdown, one HTML page, or JSON lines."""
+    return render(pack, fmt)
 
 
 @dataclass(frozen=True)

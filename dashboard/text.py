@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 from datetime import UTC
 
 from core.analysis import answer_diff
@@ -21,6 +22,14 @@ def minute_utc(timestamp: str, otherwise: str) -> str:
         return parse_iso_timestamp(timestamp).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
     except ValueError:
         return otherwise
+
+
+def rounds_label(rounds: Sequence[int]) -> str:
+    """'rounds 1, 2, 3', 'round 2', or 'none'."""
+    distinct = sorted(set(rounds))
+    if not distinct:
+        return "none"
+    return ("round " if len(distinct) == 1 else "rounds ") + ", ".join(map(str, distinct))
 
 
 def plain(text: str) -> str:

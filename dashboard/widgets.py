@@ -3,6 +3,7 @@ columns that several pages show the same way."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import streamlit as st
@@ -12,9 +13,15 @@ from core.hashing import criterion_hash
 from dashboard.text import plain
 
 if TYPE_CHECKING:
+    from core.criteria import CriterionEntry
+    from core.verdicts import VerdictStatus
     from dashboard.resources import Selection
 
 PICK_SELECTION = "Pick a vendor and enter a criterion in the sidebar."
+PICK_VENDOR = "Pick a vendor in the sidebar."
+NO_VERDICT_CELL = "—"
+CRITERIA_SOURCES = {"sample": "The sample criteria list",
+                    "file": "A criteria file (.txt, .csv, .xlsx)"}
 
 
 def selection_caption(chosen: Selection, *, with_hash: bool = False) -> str:
@@ -47,6 +54,48 @@ def require_selection(chosen: Selection | None) -> Selection:
         st.info(PICK_SELECTION)
         st.stop()
     return chosen
+
+
+def require_vendor(vendor: str | None) -> str:
+    """The guard of a page about one vendor: without one it says so and stops."""
+    if vendor is None:
+        st.info(PICK_VENDOR)
+        st.stop()
+    return vendor
+
+
+def choose_criteria(key: str, sample: Sequence[CriterionEntry],
+                    read_file: Callable[[str, bytes], list[CriterionEntry]]
+                    ) -> list[CriterionEntry] | None:
+    """The criteria a page works on: the sidebar's sample list, or an uploaded criteria file
+    (one criterion per line, or a .csv/.xlsx with a criterion column and optional id and
+    question columns). None, with the reason shown, when there are none to use yet."""
+    source = st.radio("Criteria", list(CRITERIA_SOURCES), format_func=CRITERIA_SOURCES.get,
+                      horizontal=True, key=f"{key}_criteria_source")
+    if source == "sample":
+        if not sample:
+            st.info("There is no sample criteria list; upload a criteria file instead.")
+            return None
+        return list(sample)
+    upload = st.file_uploader(
+        "Criteria file: one criterion per line (.txt), or a .csv or .xlsx file with a "
+        "criterion column (and optional id and question columns)",
+        type=["txt", "csv", "xlsx"], key=f"{key}_criteria_file")
+    if upload is None:
+        st.info("Upload a criteria file to use it.")
+        return None
+    try:
+        return read_file(upload.name, upload.getvalue())
+    except EvidenceError as exc:
+        show_error(exc, "The criteria file could not be read")
+        return None
+
+
+def verdict_cell(status: VerdictStatus | None) -> str:
+    """A stored verdict in a table cell: 'MET', 'NOT_MET (stale)', or '—' for none."""
+    if status is None or status.verdict is None:
+        return NO_VERDICT_CELL
+    return status.verdict.verdict + (" (stale)" if status.stale else "")
 
 
 def error_sentence(exc: EvidenceError, failed: str) -> str:

@@ -37,9 +37,10 @@ def dashboard_url(tmp_path_factory):
     work = tmp_path_factory.mktemp("browser")
     write_results(work / "results")
     port = free_port()
-    env = {**os.environ, "EVIDENCE_STORE": str(work / "store"),
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_LLM_")},
+           "EVIDENCE_STORE": str(work / "store"),
            "EVIDENCE_RERANKER_CACHE_DIR": str(work / "no-models"),
-           "EVIDENCE_BENCHMARK_RESULTS": str(work / "results")}
+           "EVIDENCE_BENCHMARK_RESULTS": str(work / "results")}  # and no language model
     log = open(work / "streamlit.log", "wb")  # noqa: SIM115
     started = time.monotonic()
     server = subprocess.Popen(
@@ -184,12 +185,41 @@ def test_a_reviewer_walks_every_page(dashboard_url, browser):
     _open(page, "LLM context", "MOST RECENT")
     text = _main_text(page)
     assert "(Multiple Rounds)" in text and "MOST RECENT" in text
+    # No language model here: a plain notice and a disabled button, never a verdict.
+    assert "No language model is configured; set EVIDENCE_LLM_BASE_URL" in text
+    assert page.get_by_test_id("stMain").get_by_role("button", name="Assess").is_disabled()
+    assert "No verdict: no language model has assessed this criterion." in text
     _shot(page, "5_llm_context")
+
+    _open(page, "Next round", "evidence ingest questionnaire acme_round_6.xlsx")
+    text = _main_text(page)
+    assert "12 of 12 criteria asked in round 6" in text
+    assert "rounds 1, 2, 3, 4, 5" in text  # the AES criterion's linked answers
+    main = page.get_by_test_id("stMain")
+    for label in ("Excel workbook (.xlsx)", "CSV (.csv)", "JSON payload (.json)"):
+        assert main.get_by_role("button", name=label).is_enabled()
+    _shot(page, "9_next_round")
+
+    _open(page, "Evidence pack", "hold each answer, excerpt and verdict in full")
+    text = _main_text(page)
+    assert "0 of 12" in text and "9 of 12" in text
+    assert "rounds 1, 2, 3, 4, 5" in text
+    _shot(page, "10_evidence_pack")
 
     _open(page, "Evidence library", "Browse and search the stored chunks")
     text = _main_text(page)
     assert "acme" in text and "northwind" in text
     _shot(page, "6_evidence_library")
+    # A spreadsheet round is previewed before anything is written.
+    page.get_by_test_id("stFileUploaderDropzoneInput").nth(1).set_input_files(files=[{
+        "name": "answers.csv", "mimeType": "text/csv",
+        "buffer": (f"Criterion,Question,Answer\r\n{AES_CRITERION},Which key length?,"
+                   "AES-256 everywhere.\r\n").encode()}])
+    main.get_by_role("button", name="Ingest 1 response into round 6 for vendor acme").wait_for(
+        timeout=120_000)
+    _wait_until_idle(page)
+    assert "AES-256 everywhere." in _main_text(page)
+    _shot(page, "6b_evidence_library_preview")
 
     _open(page, "Strategy quality", "Press the button to run every strategy")
     main = page.get_by_test_id("stMain")
@@ -205,7 +235,12 @@ def test_a_reviewer_walks_every_page(dashboard_url, browser):
     assert not semantic[1].endswith("(100%)"), semantic
     aes = _table_row(page, 2, AES_CRITERION)
     assert aes[1:3] == ["5; latest 3: rounds 3, 4, 5", "3/3"], aes  # precedence first
-    page.set_viewport_size({"width": 1440, "height": 4000})  # down to the per-criterion table
+    # Each strategy's stored verdict side by side: none here, and none can be asked.
+    verdicts = _table_row(page, 3, AES_CRITERION)
+    assert verdicts[1:] == ["—"] * 6, verdicts
+    assert main.get_by_role("button", name="Assess the sidebar's criterion with every "
+                                           "strategy").is_disabled()
+    page.set_viewport_size({"width": 1440, "height": 4600})  # down to the verdicts
     _wait_until_idle(page)
     _shot(page, "7_strategy_quality")
     page.close()

@@ -1,18 +1,25 @@
 """Uploaded files (a name and its bytes, as a browser sends them) ingested as documents or
-questionnaire rounds: every file checked before any is written, and a refusal names the file
-as it was uploaded, never the temporary folder it passed through."""
+questionnaire rounds, and read as criteria lists: every file checked before any is written,
+and a refusal names the file as it was uploaded, never the temporary folder it passed
+through."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from core.config import MAX_ROUND_NUMBER
+from core.criteria import CriterionEntry
 from core.errors import UserInputError
-from core.ingest import refuse_too_large, shown_path
+from core.ingest import LoadedRound, decode_utf8, refuse_too_large, shown_path
 from core.ingest.documents import check_document_type
-from core.ingest.questionnaire import parse_payload_bytes
+from core.ingest.questionnaire import check_batch_vendor_ids, parse_payload_bytes
+from core.ingest.sample import MAX_CRITERIA_FILE_BYTES, criteria_lines
+from core.ingest.spreadsheets import criteria_from_spreadsheet, is_spreadsheet, spreadsheet_round
 from core.models import PayloadLimits, QuestionnairePayload
 from core.reports import DocumentIngestReport, Progress, QuestionnaireIngestReport
 from core.store import check_vendor_id
@@ -50,7 +57,8 @@ def ingest_uploaded_documents(workbench: Workbench, vendor_id: str, uploads: Seq
                               progress: Progress | None = None) -> DocumentIngestReport:
     """Ingest uploaded files as documents; a refusal names the file, never a temp folder."""
     if not uploads:
-        raise UserInputError("Choose at least one .md, .txt or .pdf file to upload.")
+        raise UserInputError(
+            "Choose at least one .md, .txt, .pdf, .docx, .html or .htm file to upload.")
     check_vendor_id(vendor_id)
     check_document_type(doc_type, round_number)
     limit = workbench.settings.max_document_bytes
@@ -82,3 +90,85 @@ def ingest_uploaded_questionnaires(workbench: Workbench, uploads: Sequence[Uploa
     payloads = read_questionnaires(uploads,
                                    limits=PayloadLimits.from_settings(workbench.settings))
     return list(workbench.ingest_questionnaires(payloads, progress=progress))
+
+
+@dataclass(frozen=True)
+class UploadedRound(LoadedRound):
+    """A round read from an upload, with where each response came from, so a reviewer can
+    check it before anything is written."""
+
+    sheet: str | None = None  # the worksheet read (an .xlsx upload), else None
+    rows: list[int] = field(default_factory=list)  # each response's spreadsheet row, or its
+    # position in a JSON round's responses
+
+    @property
+    def from_spreadsheet(self) -> bool:
+        return is_spreadsheet(self.source)
+
+    def preview(self) -> list[dict[str, Any]]:
+        """One row per response: where it is in the file, its criterion, question and answer."""
+        return [{"row": row, "criterion": response.criterion_question_text,
+                 "question": response.question_text, "answer": response.answer_text}
+                for row, response in zip(self.rows, self.payload.responses, strict=True)]
+
+
+def read_uploaded_rounds(workbench: Workbench, uploads: Sequence[Upload], *,
+                         vendor_id: str | None = None, round_number: int | None = None,
+                         timestamp: str | None = None) -> list[UploadedRound]:
+    """Read and validate every uploaded round, writing nothing: a JSON round as it is, a .csv
+    or .xlsx round under the vendor, round and answer time given (default now). The batch's
+    vendor ids are checked against the store as an ingest would check them, so what passes
+    here is what the ingest writes."""
+    if not uploads:
+        raise UserInputError(
+            "Choose at least one questionnaire round (.json, .csv or .xlsx) to upload.")
+    sheets = [shown_path(name) for name, _ in uploads if is_spreadsheet(name)]
+    sheet_vendor, sheet_round = "", 0
+    if sheets:
+        if vendor_id is None or round_number is None:
+            raise UserInputError(f"{sheets[0]} is a spreadsheet round; give the vendor id and "
+                                 "the round number its answers belong to.")
+        if isinstance(round_number, bool) or not isinstance(round_number, int) or not (
+                1 <= round_number <= MAX_ROUND_NUMBER):
+            raise UserInputError(f"The round number must be a whole number from 1 to "
+                                 f"{MAX_ROUND_NUMBER}, not {round_number!r}.")
+        sheet_vendor, sheet_round = check_vendor_id(vendor_id), round_number
+    limits = PayloadLimits.from_settings(workbench.settings)
+    rounds: list[UploadedRound] = []
+    for name, data in uploads:
+        shown = shown_path(name)
+        if is_spreadsheet(name):
+            read = spreadsheet_round(shown, data, vendor_id=sheet_vendor,
+                                     round_number=sheet_round, timestamp=timestamp,
+                                     limits=limits)
+            rounds.append(UploadedRound(read.payload, shown, list(read.notes), sheet=read.sheet,
+                                        rows=list(read.rows)))
+        else:
+            payload = parse_payload_bytes(shown, data, limits=limits)
+            rounds.append(UploadedRound(payload, shown,
+                                        rows=list(range(1, len(payload.responses) + 1))))
+    check_batch_vendor_ids((r.payload.vendor_id for r in rounds), workbench.store,
+                           workbench.embedder.name)
+    return rounds
+
+
+def ingest_loaded_rounds(workbench: Workbench, rounds: Sequence[LoadedRound],
+                         progress: Progress | None = None) -> list[QuestionnaireIngestReport]:
+    """Write rounds already read and validated; every vendor id is checked again against the
+    store as it is now before the first round is written, so a refusal leaves nothing."""
+    if not rounds:
+        raise UserInputError("There are no questionnaire rounds to ingest.")
+    return list(workbench.ingest_questionnaires([r.payload for r in rounds], progress=progress))
+
+
+def read_uploaded_criteria(name: str, data: bytes, *, max_chars: int) -> list[CriterionEntry]:
+    """A criteria list from an upload: a .csv or .xlsx file with a criterion column (and
+    optional id and question columns), or text with one criterion per line."""
+    shown = shown_path(name)
+    if is_spreadsheet(name):
+        return criteria_from_spreadsheet(shown, data, max_chars=max_chars)
+    refuse_too_large(shown, len(data), MAX_CRITERIA_FILE_BYTES, "a criteria file")
+    criteria = criteria_lines(decode_utf8(shown, data), max_chars=max_chars, where=shown)
+    if not criteria:
+        raise UserInputError(f"{shown} holds no criteria (one per line).")
+    return [CriterionEntry(text) for text in criteria]

@@ -1,14 +1,24 @@
-"""LLM context: the exact XML context and seed-003 prompt, where each entry came from, and
-their size."""
+"""LLM context: the language model's verdict on the prompt, the exact XML context and
+seed-003 prompt, where each entry came from, and their size."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 import pandas as pd
 import streamlit as st
 
 from core.analysis import ContextEntry, context_map
+from core.errors import EvidenceError
+from core.llm.client import LLMError
 from core.models import RetrievalTrace
+from core.verdicts import NO_VERDICT, Verdict, VerdictStatus
 from dashboard import resources, widgets
+from dashboard.resources import Selection
+from dashboard.text import minute_utc, plain, rounds_label
+
+VERDICT_COLORS: dict[str, Literal["green", "red", "gray"]] = {
+    "MET": "green", "NOT_MET": "red", "INCONCLUSIVE": "gray"}
 
 MAP_COLUMNS = ["Index", "Kind", "Source", "Pages", "Rounds", "Ids", "Type"]
 
@@ -43,13 +53,68 @@ def show_sizes(trace: RetrievalTrace) -> None:
         size_metrics("Prompt", trace.prompt)
 
 
+def outcome_text(verdict: Verdict) -> str:
+    """Whether the verdict was asked for just now or read back from the store."""
+    if verdict.cached:
+        return (f"Read back from the store: {verdict.model} already answered this exact prompt, "
+                "so it was not sent again.")
+    return f"Sent to {verdict.model}; its verdict is stored with the vendor's evidence."
+
+
+def show_verdict(status: VerdictStatus) -> None:
+    """The stored verdict for the selection, marked current or stale, or that there is none."""
+    verdict = status.verdict
+    if verdict is None:
+        st.caption(NO_VERDICT)
+        return
+    st.badge(verdict.verdict, color=VERDICT_COLORS[verdict.verdict])
+    if status.stale:
+        st.warning(f"Stale: {status.stale_reason}", icon=":material/history:")
+    else:
+        st.caption("Current: this verdict answered the prompt below, as the store gives it now.")
+    st.markdown("**Reasoning:** " + plain(verdict.reasoning))
+    if verdict.contradictions:
+        st.markdown("**Contradictions between rounds:**\n"
+                    + "\n".join(f"- {plain(c)}" for c in verdict.contradictions))
+    else:
+        st.markdown("**Contradictions between rounds:** none")
+    st.markdown(f"**Cited:** {rounds_label(verdict.cited_rounds)} · **model** "
+                f"{plain(verdict.model)} · **assessed** "
+                f"{minute_utc(verdict.assessed_at, verdict.assessed_at)}")
+    st.caption(f"Prompt sha256 `{verdict.prompt_sha256}`")
+
+
+def show_assessment(chosen: Selection) -> None:
+    """The Assess button (disabled, with the settings to set, when no language model is
+    configured), then the stored verdict for the selection."""
+    st.subheader("Verdict")
+    missing = resources.llm_missing()
+    if missing:
+        st.info(missing)
+    if st.button("Assess", key="context_assess", type="primary", disabled=missing is not None,
+                 help="Send the prompt below to the configured language model; a prompt it "
+                      "already answered is read back instead of sent again."):
+        try:
+            verdict = resources.assess(chosen.vendor_id, chosen.criterion, chosen.strategy)
+            st.success(outcome_text(verdict))
+        except LLMError as exc:
+            st.error(str(exc))
+        except EvidenceError as exc:
+            widgets.show_error(exc, "The assessment failed")
+    show_verdict(resources.verdict_status(chosen.vendor_id, chosen.criterion, chosen.strategy))
+
+
 def render() -> None:
-    """The page: sizes, the entry map, then the context and the prompt to copy or download."""
+    """The page: the verdict, sizes, the entry map, then the context and the prompt to copy or
+    download."""
     chosen = resources.selection()
     widgets.header("LLM context", chosen, with_hash=True)
-    trace = resources.current_trace(widgets.require_selection(chosen))
+    chosen = widgets.require_selection(chosen)
+    trace = resources.current_trace(chosen)
     stem = f"{trace.vendor_id}_{trace.criterion_hash}_{trace.strategy}"
 
+    show_assessment(chosen)
+    st.subheader("Size")
     show_sizes(trace)
 
     st.subheader("Where each entry came from")

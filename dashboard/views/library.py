@@ -3,18 +3,27 @@ rounds, and a browser over the stored chunks."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, tzinfo
 from typing import TypeVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pandas as pd
 import streamlit as st
 
 from core.config import MAX_ROUND_NUMBER
 from core.errors import EvidenceError
-from core.ingest.uploads import ingest_uploaded_documents, ingest_uploaded_questionnaires
-from core.reports import Progress, VendorStatus
+from core.ingest.spreadsheets import is_spreadsheet
+from core.ingest.uploads import (
+    UploadedRound,
+    ingest_uploaded_documents,
+    ingest_uploaded_questionnaires,
+)
+from core.reports import Progress, QuestionnaireIngestReport, VendorStatus
 from core.workbench import Workbench
 from dashboard import charts, resources, widgets
+from dashboard.text import minute_utc, plain
 
 T = TypeVar("T")
 DOC_TYPES = {
@@ -143,7 +152,8 @@ def show_document_upload(workbench: Workbench, vendor: str | None) -> None:
     elif kind == "soc2_summary":
         doc_type = "soc2_summary:" + st.text_input("SOC 2 summary track", value="overview",
                                                    key="upload_track").strip()
-    files = st.file_uploader("Documents (.md, .txt, .pdf)", type=["md", "txt", "pdf"],
+    files = st.file_uploader("Documents (.md, .txt, .pdf, .docx, .html, .htm)",
+                             type=["md", "txt", "pdf", "docx", "html", "htm"],
                              accept_multiple_files=True, key="upload_documents")
     if st.button("Ingest the documents", key="ingest_documents", disabled=not files):
         report = run_ingest("Ingesting documents:", lambda show: ingest_uploaded_documents(
@@ -157,20 +167,138 @@ def show_document_upload(workbench: Workbench, vendor: str | None) -> None:
     show_outcome("documents")
 
 
-def show_round_upload(workbench: Workbench) -> None:
-    """The questionnaire form: bulk payload files, all checked before any is written."""
+def responses_text(count: int) -> str:
+    return f"{count} response" + ("" if count == 1 else "s")
+
+
+def rounds_outcome(reports: Sequence[QuestionnaireIngestReport]) -> str:
+    return "; ".join(f"{r.vendor_id} round {r.round_number}: {responses_text(r.indexed_count)}"
+                     for r in reports) + " stored."
+
+
+def ingest_label(rounds: Sequence[UploadedRound]) -> str:
+    """'Ingest 12 responses into round 5 for vendor northwind' (and the other rounds)."""
+    counts: Counter[tuple[str, int]] = Counter()
+    for loaded in rounds:
+        counts[(loaded.payload.vendor_id, loaded.payload.round_number)] += len(
+            loaded.payload.responses)
+    parts = [f"{responses_text(n)} into round {number} for vendor {vendor}"
+             for (vendor, number), n in counts.items()]
+    return "Ingest " + " and ".join(", ".join(parts).rsplit(", ", 1))
+
+
+def preview_table(loaded: UploadedRound) -> pd.DataFrame:
+    """The responses of one round as they will be stored, by row of the file."""
+    table = pd.DataFrame(loaded.preview(), columns=["row", "criterion", "question", "answer"])
+    table["criterion"] = table["criterion"].fillna("")
+    return table
+
+
+def browser_zone() -> tuple[tzinfo, str]:
+    """The reviewer's time zone as the browser reports it, else UTC, and its name."""
+    name = st.context.timezone
+    if name:
+        try:
+            return ZoneInfo(name), name
+        except (ZoneInfoNotFoundError, ValueError):
+            pass
+    return UTC, "UTC"
+
+
+def answer_timestamp(answered_at: datetime | None, zone: tzinfo) -> str | None:
+    """The picked date and time (in the reviewer's zone) as ISO 8601; None means now."""
+    if answered_at is None:
+        return None
+    return answered_at.replace(tzinfo=zone).isoformat()
+
+
+def round_options(vendor: str | None) -> tuple[str, int, str | None]:
+    """Vendor id, round number and answer time of the spreadsheet rounds; the round number
+    starts at the vendor's last round plus one, and again whenever the vendor id changes."""
+    vendor_id = st.text_input("Vendor id of the spreadsheet answers", value=vendor or "",
+                              key="sheet_vendor",
+                              help="A JSON round names its own vendor, round and time.").strip()
+    if (st.session_state.get("sheet_round_for") != vendor_id
+            or "sheet_round" not in st.session_state):
+        st.session_state["sheet_round_for"] = vendor_id
+        st.session_state["sheet_round"] = min(resources.next_round_number(vendor_id),
+                                              MAX_ROUND_NUMBER)
+    number_col, time_col = st.columns(2)
+    round_number = int(number_col.number_input(
+        "Round number", min_value=1, max_value=MAX_ROUND_NUMBER, step=1, key="sheet_round"))
+    zone, zone_name = browser_zone()
+    answered_at = time_col.datetime_input(
+        f"Answered at ({zone_name}; leave empty for now)", value=None, key="sheet_time",
+        format="YYYY-MM-DD", step=60)
+    return vendor_id, round_number, answer_timestamp(answered_at, zone)
+
+
+def show_preview(rounds: Sequence[UploadedRound], statuses: Sequence[VendorStatus]) -> None:
+    """What will be written, round by round, with every note on how a cell was read."""
+    held = {s.vendor_id: set(s.rounds) for s in statuses}
+    for loaded in rounds:
+        payload = loaded.payload
+        where = f"{loaded.source}, sheet {loaded.sheet}" if loaded.sheet else loaded.source
+        st.markdown(plain(f"{where}: {responses_text(len(payload.responses))} for vendor "
+                          f"{payload.vendor_id}, round {payload.round_number}, answered "
+                          f"{minute_utc(payload.timestamp, payload.timestamp)}"))
+        for note in loaded.notes:
+            st.caption(plain(note))
+        if payload.round_number in held.get(payload.vendor_id, set()):
+            st.caption(plain(f"Round {payload.round_number} of {payload.vendor_id} already "
+                             "holds answers; these join them (an answer to the same criterion "
+                             "and question replaces the stored one)."))
+        st.dataframe(preview_table(loaded), hide_index=True, column_config={
+            "row": st.column_config.NumberColumn(
+                "Row" if loaded.from_spreadsheet else "Response", format="%d",
+                help="the spreadsheet row, as Excel numbers it" if loaded.from_spreadsheet
+                else "the response's place in the file"),
+            "criterion": st.column_config.TextColumn(
+                "Criterion", width="medium",
+                help="the criterion the answer is linked to; blank for an ad-hoc question"),
+            "question": widgets.question_column(),
+            "answer": widgets.answer_column(),
+        })
+
+
+def show_round_upload(workbench: Workbench, vendor: str | None,
+                      statuses: Sequence[VendorStatus]) -> None:
+    """The questionnaire form: JSON bulk payloads ingest at once; spreadsheets (and JSON rounds
+    beside them) are previewed first and written by an explicit button. Every file is checked
+    before any is written."""
     st.subheader("Upload questionnaire rounds")
-    st.caption("The seed-003 bulk payload: vendor_id, round_number, timestamp, responses. "
-               "Every file is checked before any is written.")
-    rounds = st.file_uploader("Questionnaire rounds (.json)", type=["json"],
-                              accept_multiple_files=True, key="upload_questionnaires")
-    if st.button("Ingest the rounds", key="ingest_questionnaires", disabled=not rounds):
-        reports = run_ingest("Ingesting rounds:", lambda show: ingest_uploaded_questionnaires(
-            workbench, [(f.name, f.getvalue()) for f in rounds or []], show))
+    st.caption("The seed-003 bulk payload as .json (vendor_id, round_number, timestamp, "
+               "responses), or a .csv or .xlsx spreadsheet with the columns criterion, question "
+               "and answer, such as a filled-in draft from the Next round page. Every file is "
+               "checked before any is written.")
+    files = st.file_uploader("Questionnaire rounds (.json, .csv, .xlsx)",
+                             type=["json", "csv", "xlsx"], accept_multiple_files=True,
+                             key="upload_questionnaires")
+    uploads = [(f.name, f.getvalue()) for f in files or []]
+    if not any(is_spreadsheet(name) for name, _ in uploads):
+        if st.button("Ingest the rounds", key="ingest_questionnaires", disabled=not uploads):
+            reports = run_ingest("Ingesting rounds:", lambda show: ingest_uploaded_questionnaires(
+                workbench, uploads, show))
+            if reports is not None:
+                finish("rounds", rounds_outcome(reports))
+        show_outcome("rounds")
+        return
+
+    vendor_id, round_number, timestamp = round_options(vendor)
+    try:
+        rounds = resources.read_rounds(uploads, vendor_id=vendor_id, round_number=round_number,
+                                       timestamp=timestamp)
+    except EvidenceError as exc:
+        widgets.show_error(exc, "The rounds could not be read")
+        show_outcome("rounds")
+        return
+    st.markdown("**Preview**: nothing is written until you press the button below.")
+    show_preview(rounds, statuses)
+    if st.button(ingest_label(rounds), key="ingest_spreadsheet_rounds", type="primary"):
+        reports = run_ingest("Ingesting rounds:",
+                             lambda show: resources.ingest_rounds(rounds, show))
         if reports is not None:
-            finish("rounds", "; ".join(f"{r.vendor_id} round {r.round_number}: "
-                                       f"{r.indexed_count} responses" for r in reports)
-                   + " stored.")
+            finish("rounds", rounds_outcome(reports))
     show_outcome("rounds")
 
 
@@ -212,7 +340,7 @@ def render() -> None:
     workbench = resources.get_workbench()
     show_counts(workbench, statuses)
     show_document_upload(workbench, vendor)
-    show_round_upload(workbench)
+    show_round_upload(workbench, vendor, statuses)
     show_browser(workbench, statuses, vendor)
 
 

@@ -15,8 +15,10 @@ from core.bench.run import FLOOR_N_RESULTS, BenchResult
 from core.config import MAX_CRITERION_CHARS
 from core.errors import EvidenceError, UserInputError
 from core.ingest.sample import criteria_lines
+from core.llm.client import LLMError
 from core.quality import StrategyComparison, StrategyRun
-from core.strategies import DEFAULT_STRATEGY
+from core.strategies import DEFAULT_STRATEGY, STRATEGIES
+from core.verdicts import VerdictStatus
 from dashboard import charts, resources, widgets
 from dashboard.styles import COMPLETE_STYLE, INCOMPLETE_STYLE, NONE_STYLE
 from dashboard.text import minute_utc, plain
@@ -312,15 +314,96 @@ def show_comparison(vendor: str | None) -> None:
         }, key="quality_matrix")
 
 
+def verdict_criteria(vendor: str) -> list[str]:
+    """The criteria whose verdicts are shown: the sidebar's, then the list last compared."""
+    typed = (st.session_state.get("criterion") or "").strip()
+    shown = st.session_state.get("quality_shown")
+    compared = list(shown[1]) if shown and shown[0] == vendor else []
+    return list(dict.fromkeys(([typed] if typed else []) + compared))
+
+
+def verdict_table(criteria: Sequence[str], strategies: Sequence[str],
+                  statuses: dict[tuple[str, str], VerdictStatus | None]) -> pd.DataFrame:
+    """Rows = criteria, columns = strategies, each cell the stored verdict of that strategy's
+    prompt: 'MET', 'NOT_MET (stale)', or '—' where none is stored."""
+    return pd.DataFrame([{"Criterion": criterion,
+                          **{name: widgets.verdict_cell(statuses[(criterion, name)])
+                             for name in strategies}} for criterion in criteria],
+                        columns=["Criterion", *strategies])
+
+
+def assess_with_every_strategy(vendor: str, criterion: str, strategies: Sequence[str]) -> None:
+    """One verdict per strategy for one criterion, under a progress bar; the first failure
+    stops the run with one sentence (the verdicts already given are kept)."""
+    bar = st.progress(0.0, text="Assessing...")
+    sent = read_back = 0
+    try:
+        for done, name in enumerate(strategies):
+            bar.progress(done / len(strategies), text=f"Assessing with {name}...")
+            verdict = resources.assess(vendor, criterion, name)
+            read_back += verdict.cached
+            sent += not verdict.cached
+    except LLMError as exc:
+        st.error(str(exc))
+    except EvidenceError as exc:
+        widgets.show_error(exc, "The assessment failed")
+    else:
+        st.success(f"Assessed with {len(strategies)} strategies: {sent} sent to the language "
+                   f"model, {read_back} read back from the store (prompt already answered).")
+    finally:
+        bar.empty()
+
+
+def show_verdicts(vendor: str | None) -> None:
+    """Each strategy's stored verdict side by side, and a button to assess the sidebar's
+    criterion with every strategy (when a language model is configured)."""
+    st.subheader("Verdicts by strategy")
+    if not vendor:
+        st.info(widgets.PICK_VENDOR)
+        return
+    if vendor not in resources.vendor_ids():
+        st.info(plain(f"The store holds no vendor {vendor}."))
+        return
+    strategies = matrix_columns(list(STRATEGIES))
+    criteria = verdict_criteria(vendor)
+    st.caption("The verdict stored for each strategy's prompt: the sidebar's criterion, then "
+               "the list last compared. A stale verdict answered a prompt the store no longer "
+               "gives (the evidence changed since); — means none is stored. Each strategy puts "
+               "different evidence in the prompt, so their verdicts can differ.")
+    missing = resources.llm_missing()
+    if missing:
+        st.info(missing)
+    typed = (st.session_state.get("criterion") or "").strip()
+    if st.button("Assess the sidebar's criterion with every strategy", key="quality_assess",
+                 disabled=missing is not None or not typed):
+        assess_with_every_strategy(vendor, typed, strategies)
+    if not criteria:
+        st.info("Enter a criterion in the sidebar, or compare a list above.")
+        return
+    try:
+        statuses = resources.verdict_statuses(vendor, criteria, strategies)
+    except EvidenceError as exc:
+        widgets.show_error(exc, "The verdicts could not be read")
+        return
+    table = verdict_table(criteria, strategies, statuses)
+    st.dataframe(table, hide_index=True, height=ROW_PX * (len(table) + 1) + 3, column_config={
+        "Criterion": st.column_config.TextColumn(width=280, pinned=True),
+        **{name: st.column_config.TextColumn(width=max(120, 8 * len(name) + 24))
+           for name in strategies},
+    }, key="quality_verdicts")
+
+
 def render() -> None:
-    """The page: the recorded benchmarks, then the live comparison. Neither needs a criterion,
-    and the benchmarks need no vendor: each section has its own guard."""
+    """The page: the recorded benchmarks, the live comparison, then the verdicts of every
+    strategy. None needs a criterion, and the benchmarks need no vendor: each section has its
+    own guard."""
     vendor = resources.selected_vendor()
     widgets.header("Strategy quality")
     if "quality_criteria" not in st.session_state:
         st.session_state["quality_criteria"] = "\n".join(default_criteria())
     show_benchmarks()
     show_comparison(vendor)
+    show_verdicts(vendor)
 
 
 # Streamlit runs a page file as __main__; importing it (as the tests do) defines the functions

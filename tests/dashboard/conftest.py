@@ -62,6 +62,24 @@ def dashboard_workbench_no_reranker(fake_sample_store, tmp_path, monkeypatch):
     st.cache_data.clear()
 
 
+@pytest.fixture
+def dashboard_workbench_llm(fake_sample_store, tmp_path, monkeypatch, llm_stub):
+    """As dashboard_workbench, with a language model configured the way the app is: through
+    EVIDENCE_LLM_BASE_URL and EVIDENCE_LLM_MODEL, pointing at the stub endpoint (test modules
+    using it load `tests.llm_stub`)."""
+    store = tmp_path / "store"
+    shutil.copytree(fake_sample_store, store)
+    monkeypatch.setenv("EVIDENCE_LLM_BASE_URL", llm_stub.base_url)
+    monkeypatch.setenv("EVIDENCE_LLM_MODEL", llm_stub.model)
+    monkeypatch.setenv("EVIDENCE_LLM_TIMEOUT_S", "5")
+    bench = Workbench(Settings(store=store, reranker_cache_dir=tmp_path / "none"),
+                      embedder=FakeEmbedder(), reranker=FakeReranker())
+    assert bench.settings.llm_base_url == llm_stub.base_url
+    yield _install(bench, monkeypatch)
+    st.cache_resource.clear()
+    st.cache_data.clear()
+
+
 def page(name: str, *, vendor: str = "acme", criterion: str = AES_CRITERION,
          strategy: str = "precedence", **state) -> AppTest:
     """An AppTest of one page with the sidebar's selection seeded in session_state."""

@@ -20,6 +20,8 @@ PAGES = {
     "views/rankings.py": "Boosted vs unboosted",
     "views/rounds.py": "Round progression",
     "views/context.py": "LLM context",
+    "views/next_round.py": "Next round",
+    "views/pack.py": "Evidence pack",
     "views/quality.py": "Strategy quality",
     "views/library.py": "Evidence library",
 }

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 import streamlit as st
 
+from core.ingest.questionnaire import parse_payload
+from core.llm.client import describe_missing
+from core.verdicts import NO_VERDICT, STALE_REASON
+from dashboard import resources
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import page
+
+pytest_plugins = ["tests.llm_stub"]
 
 
 def metrics(at) -> dict[str, str]:
@@ -26,7 +33,7 @@ def test_code_blocks_are_the_exact_context_and_prompt(dashboard_workbench):
     assert context.language == "xml"
     assert context.value == trace.context
     assert prompt.value == trace.prompt
-    assert "<source>kms_key_configuration.md</source>" in context.value
+    assert "<source>kms_key_configuration.md \u00a7 " in context.value  # its section follows
     assert "(Multiple Rounds)" in context.value
     assert "Source 1: Direct Vendor Responses" in prompt.value
 
@@ -92,3 +99,108 @@ def test_other_strategy_and_vendor(dashboard_workbench):
     rows = next(d.value for d in at.dataframe if "Index" in d.value.columns)
     assert set(rows["Kind"]) == {"excerpt"}  # semantic puts no follow-up entry last
     assert "KMS" not in trace.context  # acme's key service never shows for northwind
+
+
+# The verdict: Assess with a language model, or a notice without one -------------------------
+
+ANSWER = {"verdict": "NOT_MET",
+          "reasoning": "Round 3 says the archive database is *not* encrypted yet.",
+          "contradictions": ["Round 1 claims every store is encrypted; round 3 says the "
+                             "archive is not."],
+          "cited_rounds": [3, 5]}
+
+
+def shown_text(at) -> str:
+    """Every text element of the page, markdown escapes removed."""
+    parts = [e.value for kind in ("markdown", "caption", "info", "success", "warning", "error")
+             for e in getattr(at, kind)]
+    return "\n".join(parts).replace("\\", "")
+
+
+def test_without_a_language_model_the_button_is_disabled_and_says_why(dashboard_workbench):
+    missing = describe_missing(dashboard_workbench.settings)
+    assert missing is not None
+    at = page("context").run()
+
+    assert not at.exception and not at.error
+    assert [i.value for i in at.info] == [missing]
+    assert at.button(key="context_assess").disabled
+    assert NO_VERDICT in shown_text(at)
+    assert not any(v in shown_text(at) for v in ("NOT_MET", "INCONCLUSIVE", "Reasoning"))
+
+
+def test_assess_shows_the_verdict_then_reads_it_back(dashboard_workbench_llm, llm_stub):
+    trace = dashboard_workbench_llm.retrieve("acme", AES_CRITERION, "precedence")
+    at = page("context").run()
+    assert not at.info  # a language model is configured: no notice
+    assert not at.button(key="context_assess").disabled
+    assert NO_VERDICT in shown_text(at)
+    assert not llm_stub.requests  # nothing is sent before the button
+
+    llm_stub.enqueue(ANSWER)
+    at.button(key="context_assess").click().run()
+
+    assert not at.exception and not at.error
+    [request] = llm_stub.requests
+    assert request.messages == [{"role": "user", "content": trace.prompt}]
+    text = shown_text(at)
+    assert [s.value for s in at.success] == [
+        "Sent to stub-model; its verdict is stored with the vendor's evidence."]
+    markdown = [m.value for m in at.markdown]
+    assert ":red-badge[NOT_MET]" in markdown
+    assert "Current: this verdict answered the prompt below" in text
+    assert ANSWER["reasoning"] in text
+    assert any(r"\*not\*" in m for m in markdown)  # vendor-led text is never markup
+    assert ANSWER["contradictions"][0] in text
+    assert "**Cited:** rounds 3, 5 · **model** stub-model" in text
+    sha = hashlib.sha256(trace.prompt.encode("utf-8")).hexdigest()
+    assert f"Prompt sha256 `{sha}`" in text
+
+    # Pressed again, the same prompt is read back from the store, not sent.
+    at.button(key="context_assess").click().run()
+    assert len(llm_stub.requests) == 1
+    assert [s.value for s in at.success] == [
+        "Read back from the store: stub-model already answered this exact prompt, so it was "
+        "not sent again."]
+
+    # Another session (a fresh page) shows the stored verdict without pressing anything.
+    again = page("context").run()
+    assert "NOT_MET" in shown_text(again) and not again.success
+    assert len(llm_stub.requests) == 1
+
+
+def test_a_changed_store_marks_the_stored_verdict_stale(dashboard_workbench_llm, llm_stub):
+    llm_stub.enqueue(ANSWER)
+    at = page("context").run()
+    at.button(key="context_assess").click().run()
+    assert "Current:" in shown_text(at)
+
+    payload = {"vendor_id": "acme", "round_number": 6, "timestamp": "2024-09-01T09:00:00Z",
+               "responses": [{"criterion_question_text": AES_CRITERION,
+                              "question_text": "Is the archive encrypted now?",
+                              "answer_text": "Yes, since August."}]}
+    list(dashboard_workbench_llm.ingest_questionnaires([parse_payload(payload)]))
+    resources.store_changed()  # what the Evidence library page calls after an ingest
+    at.run()
+
+    assert not at.exception
+    [warning] = at.warning
+    assert warning.value == f"Stale: {STALE_REASON}"
+    assert "NOT_MET" in shown_text(at) and "Current:" not in shown_text(at)
+
+
+def test_a_failing_endpoint_is_one_sentence_and_stores_nothing(dashboard_workbench_llm,
+                                                                llm_stub):
+    llm_stub.enqueue(status=500, error="model crashed")
+    at = page("context").run()
+    at.button(key="context_assess").click().run()
+
+    assert not at.exception
+    [error] = at.error
+    assert error.value.startswith("The language model at " + llm_stub.base_url)
+    assert "\n" not in error.value and error.value.endswith(".")
+    assert "Traceback" not in error.value
+    assert not at.success
+    assert NO_VERDICT in shown_text(at)
+    status = dashboard_workbench_llm.verdict_status("acme", AES_CRITERION, "precedence")
+    assert status.verdict is None

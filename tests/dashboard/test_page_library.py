@@ -3,12 +3,17 @@ chunk browser."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+from datetime import datetime
 
+import openpyxl
 import pytest
 
-from tests.conftest import SAMPLE_DATA
+from tests.conftest import AES_CRITERION, SAMPLE_DATA
 from tests.dashboard.conftest import page
+from tests.support.snapshot import assert_unchanged, store_snapshot
 
 POLICY = (b"# Key rotation policy\n\nAll customer data keys are rotated every 90 days. "
           b"Rotation is logged and reviewed by the security team.\n")
@@ -155,20 +160,21 @@ def test_one_bad_round_refuses_the_whole_upload(dashboard_workbench):
 
 def test_a_valid_round_is_stored(dashboard_workbench):
     data = (SAMPLE_DATA / "vendors" / "northwind" / "questionnaires" / "round_1.json")
-    payload = json.loads(data.read_text()) | {"round_number": 4}
+    payload = json.loads(data.read_text()) | {"round_number": 5}
+    assert 5 not in status_of(dashboard_workbench)["northwind"]["rounds"]
     at = page("library").run()
     at.file_uploader(key="upload_questionnaires").upload(
-        "northwind_round_4.json", json.dumps(payload).encode(), "application/json")
+        "northwind_round_5.json", json.dumps(payload).encode(), "application/json")
     at.run()
     at.button(key="ingest_questionnaires").click().run()
 
     assert not at.exception
     assert not at.error
     count = len(payload["responses"])
-    assert at.success[0].value == f"northwind round 4: {count} responses stored."
+    assert at.success[0].value == f"northwind round 5: {count} responses stored."
     northwind = status_of(dashboard_workbench)["northwind"]
-    assert 4 in northwind["rounds"]
-    assert northwind["by_type"]["followup_response:4"] == count
+    assert 5 in northwind["rounds"]
+    assert northwind["by_type"]["followup_response:5"] == count
 
 
 def test_search_finds_chunks_with_aes_256(dashboard_workbench):
@@ -261,3 +267,164 @@ def test_questionnaire_refusals_write_nothing(dashboard_workbench, files, start)
     at = upload(page("library").run(), "upload_questionnaires", files, "ingest_questionnaires")
     assert refusal(at).startswith(start)
     assert status_of(dashboard_workbench) == before
+
+
+# Spreadsheet rounds: a preview first, written only by the button -----------------------------
+
+SHEET_ROWS = [
+    ["Criterion", "Question", "Answer", "Reviewer notes"],
+    [AES_CRITERION, "Which key length protects stored data?", "AES-256 everywhere.", "ok"],
+    ["", "Who approves firewall changes?", "The change advisory board.", ""],
+]
+
+
+def xlsx_bytes(rows: list[list], title: str = "Answers") -> bytes:
+    workbook = openpyxl.Workbook()
+    sheet = workbook.active
+    sheet.title = title
+    for row in rows:
+        sheet.append(row)
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+    return buffer.getvalue()
+
+
+def csv_bytes(rows: list[list[str]]) -> bytes:
+    buffer = io.StringIO(newline="")
+    csv.writer(buffer, lineterminator="\r\n").writerows(rows)
+    return buffer.getvalue().encode("utf-8-sig")
+
+
+def preview(at):
+    return next(d.value for d in at.dataframe if list(d.value.columns) == [
+        "row", "criterion", "question", "answer"])
+
+
+def linked_rounds(workbench, vendor: str, criterion: str) -> dict[int, tuple[str, str]]:
+    return {hit.round_number: (hit.question_text, hit.answer_text)
+            for hit in workbench.linked_followups(vendor, criterion)}
+
+
+@pytest.mark.parametrize("name, data", [("answers.xlsx", xlsx_bytes(SHEET_ROWS)),
+                                        ("answers.csv", csv_bytes(SHEET_ROWS))])
+def test_a_spreadsheet_round_is_previewed_then_written_by_the_button(
+        dashboard_workbench, name, data):
+    before = store_snapshot(dashboard_workbench)
+    at = page("library").run()
+    at.file_uploader(key="upload_questionnaires").upload(name, data, "application/octet-stream")
+    at.run()
+
+    assert not at.exception and not at.error
+    # The vendor is the sidebar's and the round its last plus one; nothing is written yet.
+    assert at.text_input(key="sheet_vendor").value == "acme"
+    assert at.number_input(key="sheet_round").value == 6
+    rows = preview(at)
+    assert rows.to_dict("records") == [
+        {"row": 2, "criterion": AES_CRITERION, "question": "Which key length protects stored "
+         "data?", "answer": "AES-256 everywhere."},
+        {"row": 3, "criterion": "", "question": "Who approves firewall changes?",
+         "answer": "The change advisory board."}]
+    notes = [c.value.replace("\\", "") for c in at.caption]
+    assert "Column Reviewer notes is not part of a questionnaire round and was ignored." in notes
+    button = at.button(key="ingest_spreadsheet_rounds")
+    assert button.label == "Ingest 2 responses into round 6 for vendor acme"
+    assert "ingest_questionnaires" not in [b.key for b in at.button]
+    assert_unchanged(before, store_snapshot(dashboard_workbench))
+
+    button.click().run()
+
+    assert not at.exception and not at.error
+    assert at.success[0].value == "acme round 6: 2 responses stored."
+    assert linked_rounds(dashboard_workbench, "acme", AES_CRITERION)[6] == (
+        "Which key length protects stored data?", "AES-256 everywhere.")
+    acme = status_of(dashboard_workbench)["acme"]
+    assert acme["by_type"]["followup_response:6"] == 2
+    # The counts on the page were redrawn from the new store.
+    assert table(at, "Follow-up responses").set_index("Vendor").loc["acme", "Rounds"] == (
+        "1, 2, 3, 4, 5, 6")
+
+
+def test_the_vendor_round_and_answer_time_are_the_reviewers(dashboard_workbench):
+    at = page("library").run()
+    at.file_uploader(key="upload_questionnaires").upload(
+        "answers.csv", csv_bytes(SHEET_ROWS[:2]), "text/csv")
+    at.run()
+    at.text_input(key="sheet_vendor").set_value("northwind").run()
+    assert at.number_input(key="sheet_round").value == 5  # northwind's rounds: 1 to 4
+    at.number_input(key="sheet_round").set_value(9).run()
+    at.datetime_input(key="sheet_time").set_value(datetime(2024, 6, 3, 14, 30)).run()
+
+    assert at.button(key="ingest_spreadsheet_rounds").label == (
+        "Ingest 1 response into round 9 for vendor northwind")
+    assert any("answered 2024-06-03 14:30 UTC" in m.value.replace("\\", "")
+               for m in at.markdown)
+    at.button(key="ingest_spreadsheet_rounds").click().run()
+
+    assert not at.exception and not at.error
+    [hit] = [h for h in dashboard_workbench.linked_followups("northwind", AES_CRITERION)
+             if h.round_number == 9]
+    assert hit.timestamp.startswith("2024-06-03T14:30:00")
+    assert 9 not in status_of(dashboard_workbench)["acme"]["rounds"]
+
+
+@pytest.mark.parametrize("name, data, sentence", [
+    ("answers.xlsx", xlsx_bytes([SHEET_ROWS[0], [AES_CRITERION, "Key length?", None]]),
+     "answers.xlsx, sheet Answers, row 2, column Answer: the answer is blank."),
+    ("answers.xlsx", xlsx_bytes([SHEET_ROWS[0], [AES_CRITERION, "Key length?", "=1+1"]]),
+     "answers.xlsx, sheet Answers, row 2, column Answer: the cell holds a formula (=1+1); "
+     "paste its value instead (Paste Special > Values)."),
+    ("answers.csv", csv_bytes([["Criterion", "Answer"], [AES_CRITERION, "Yes."]]),
+     "answers.csv, row 1: there is no question column (headers found: Criterion, Answer); the "
+     "first non-blank row must hold the headers criterion, question and answer."),
+])
+def test_a_refused_spreadsheet_is_one_sentence_and_offers_no_ingest(
+        dashboard_workbench, name, data, sentence):
+    before = store_snapshot(dashboard_workbench)
+    at = page("library").run()
+    at.file_uploader(key="upload_questionnaires").upload(name, data, "application/octet-stream")
+    at.run()
+
+    assert refusal(at) == sentence
+    assert not preview_shown(at)
+    assert not [b for b in at.button if b.key == "ingest_spreadsheet_rounds"]
+    assert_unchanged(before, store_snapshot(dashboard_workbench))
+
+
+def preview_shown(at) -> bool:
+    return any(list(d.value.columns) == ["row", "criterion", "question", "answer"]
+               for d in at.dataframe)
+
+
+def test_a_bad_vendor_id_for_a_spreadsheet_is_refused(dashboard_workbench):
+    at = page("library").run()
+    at.file_uploader(key="upload_questionnaires").upload(
+        "answers.csv", csv_bytes(SHEET_ROWS), "text/csv")
+    at.run()
+    at.text_input(key="sheet_vendor").set_value("bad id!").run()
+
+    assert refusal(at).startswith("Vendor id 'bad id!' is not valid")
+    assert not preview_shown(at)
+
+
+def test_json_and_spreadsheet_rounds_together_are_previewed_and_written_together(
+        dashboard_workbench):
+    before = store_snapshot(dashboard_workbench)
+    at = page("library").run()
+    at.file_uploader(key="upload_questionnaires").set_value([
+        ("round_7.json", json.dumps(round_payload(round_number=7)).encode(), "application/json"),
+        ("answers.xlsx", xlsx_bytes(SHEET_ROWS), "application/octet-stream"),
+    ])
+    at.run()
+
+    assert not at.exception and not at.error
+    assert [d.value["row"].tolist() for d in at.dataframe
+            if list(d.value.columns) == ["row", "criterion", "question", "answer"]] == [
+        [1], [2, 3]]
+    button = at.button(key="ingest_spreadsheet_rounds")
+    assert button.label == ("Ingest 1 response into round 7 for vendor acme and 2 responses "
+                            "into round 6 for vendor acme")
+    assert_unchanged(before, store_snapshot(dashboard_workbench))
+    button.click().run()
+
+    assert at.success[0].value == "acme round 7: 1 response; acme round 6: 2 responses stored."
+    assert {6, 7} <= set(linked_rounds(dashboard_workbench, "acme", AES_CRITERION))

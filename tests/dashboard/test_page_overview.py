@@ -37,7 +37,8 @@ def test_shows_hash_followups_evidence_and_timings(dashboard_workbench):
     assert evidence["source"].tolist() == [evidence_source(c) for c in trace.evidence]
     assert _metric(at, "Excerpts in context") == str(len(trace.evidence))
     assert evidence["rerank_score"].tolist() == [c.rerank_score for c in trace.evidence]
-    assert "kms_key_configuration.md" in evidence["source"].tolist()
+    assert any(s.startswith("kms_key_configuration.md \u00a7 ")  # the file and its section
+               for s in evidence["source"].tolist())
     assert 1.15 in evidence["boost"].tolist()  # the follow-up document was boosted
 
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)

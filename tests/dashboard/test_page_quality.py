@@ -9,6 +9,7 @@ import re
 import pytest
 
 from core.ingest.questionnaire import parse_payload
+from core.llm.client import describe_missing
 from core.quality import StrategyComparison, StrategyRun
 from core.strategies import STRATEGIES as LIVE_STRATEGIES
 from dashboard import resources
@@ -16,6 +17,8 @@ from dashboard.views import quality
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import page
 from tests.support.bench_results import SHARES, STRATEGIES, bench_result, write_results
+
+pytest_plugins = ["tests.llm_stub"]
 
 LIVE = list(LIVE_STRATEGIES)  # what the live comparison runs: every strategy
 
@@ -330,3 +333,92 @@ def test_the_kept_comparisons_are_bounded():
         comparisons.put(("acme", (f"C{i}?",)), comparison, comparisons.version)
     assert comparisons.get(("acme", ("C0?",))) is None  # the oldest went first
     assert comparisons.get(("acme", (f"C{comparisons.MAX_COMPARISONS}?",))) == comparison
+
+
+# Verdicts of every strategy side by side ---------------------------------------------------
+
+def verdict_rows(at) -> dict[str, dict[str, str]]:
+    found = next(d.value for d in at.dataframe
+                 if "Criterion" in d.value.columns and "Linked by hash" not in d.value.columns)
+    assert list(found.columns) == ["Criterion", *quality.matrix_columns(LIVE)]
+    return found.set_index("Criterion").to_dict("index")
+
+
+def test_without_a_language_model_verdicts_are_read_and_none_is_asked(results_folder,
+                                                                       dashboard_workbench):
+    missing = describe_missing(dashboard_workbench.settings)
+    at = page("quality").run()
+
+    assert not at.exception and not at.error
+    assert missing in [i.value for i in at.info]
+    assert at.button(key="quality_assess").disabled
+    assert verdict_rows(at) == {AES_CRITERION: dict.fromkeys(LIVE, "—")}
+
+    # After a comparison, its criteria join the sidebar's (first).
+    at.button(key="quality_compare").click().run()
+    rows = verdict_rows(at)
+    assert list(rows)[0] == AES_CRITERION and len(rows) == 12
+    assert {cell for row in rows.values() for cell in row.values()} == {"—"}
+
+
+@pytest.fixture
+def llm_results(dashboard_workbench_llm, tmp_path):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    dashboard_workbench_llm.settings.benchmark_results = folder
+    return dashboard_workbench_llm
+
+
+def test_assess_with_every_strategy_shows_the_verdicts_side_by_side(llm_results, llm_stub):
+    order = quality.matrix_columns(LIVE)
+    given = dict(zip(order, ["MET", "NOT_MET", "INCONCLUSIVE", "MET", "NOT_MET", "MET"],
+                     strict=True))
+    for name in order:
+        llm_stub.enqueue({"verdict": given[name], "reasoning": f"From the {name} prompt.",
+                          "contradictions": [], "cited_rounds": []})
+    at = page("quality").run()
+    assert not [i for i in at.info if "No language model" in i.value]
+    assert not llm_stub.requests
+
+    at.button(key="quality_assess").click().run()
+
+    assert not at.exception and not at.error
+    # Each strategy's own prompt was sent, in the order of the table's columns.
+    prompts = [r.messages[0]["content"] for r in llm_stub.requests]
+    assert prompts == [llm_results.retrieve("acme", AES_CRITERION, name).prompt
+                       for name in order]
+    assert [s.value for s in at.success] == [
+        "Assessed with 6 strategies: 6 sent to the language model, 0 read back from the "
+        "store (prompt already answered)."]
+    assert verdict_rows(at) == {AES_CRITERION: given}
+
+    # A new linked round changes the prompt of every strategy that puts it in the context:
+    # those verdicts are now stale, the others still current.
+    payload = {"vendor_id": "acme", "round_number": 6, "timestamp": "2024-09-01T09:00:00Z",
+               "responses": [{"criterion_question_text": AES_CRITERION,
+                              "question_text": "Is the archive encrypted now?",
+                              "answer_text": "Yes, since August."}]}
+    list(llm_results.ingest_questionnaires([parse_payload(payload)]))
+    resources.store_changed()
+    at.run()
+    changed = {name for name, before in zip(order, prompts, strict=True)
+               if llm_results.retrieve("acme", AES_CRITERION, name).prompt != before}
+    assert "precedence" in changed  # it fetches every hash-linked answer
+    assert verdict_rows(at) == {AES_CRITERION: {
+        name: f"{v} (stale)" if name in changed else v for name, v in given.items()}}
+
+
+def test_a_failing_endpoint_stops_the_run_in_one_sentence(llm_results, llm_stub):
+    llm_stub.enqueue({"verdict": "MET", "reasoning": "Fine.", "contradictions": [],
+                      "cited_rounds": []})
+    llm_stub.enqueue(status=503, error="overloaded")
+    at = page("quality").run()
+    at.button(key="quality_assess").click().run()
+
+    assert not at.exception
+    [error] = at.error
+    assert error.value.startswith("The language model at ") and one_sentence(error.value)
+    assert len(llm_stub.requests) == 2  # the first strategy's verdict is kept, no more asked
+    row = verdict_rows(at)[AES_CRITERION]
+    assert row["precedence"] == "MET"
+    assert {row[name] for name in LIVE if name != "precedence"} == {"—"}

@@ -33,7 +33,8 @@ def test_table_marks_the_boosted_followup_document_up(dashboard_workbench):
     assert "acme" in at.caption[0].value and AES_CRITERION in at.caption[0].value
     rows = table(at, "Final score built as")
     top = rows[rows["Rank after boost"] == 1].iloc[0]
-    assert top["Source"] == KMS
+    assert top["Source"] == evidence_source(kms)  # the file, then the section it is in
+    assert top["Source"].startswith(f"{KMS} \u00a7 ")
     assert top["Move"] == expected
     assert top["Rank before boost"] == kms.rank_before_boost
     assert top["Boost"] == kms.boost
