@@ -17,8 +17,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.hashing import canonical_criterion_hash
-from core.models import FOLLOWUP_SOURCE_TYPE
-from core.store import MANIFEST_GENERATION_ID, SCHEMA_VERSION, VendorCollections, get_all
+from core.models import FOLLOWUP_SOURCE_TYPE, StoredRecord
+from core.store import (
+    MANIFEST_GENERATION_ID,
+    SCHEMA_VERSION,
+    VendorCollections,
+    commit_links,
+    get_all,
+    link_metadata,
+    read_links,
+)
 
 # The first version a store recorded; older stores recorded none and cannot be told apart.
 FIRST_SCHEMA_VERSION = 1
@@ -70,9 +78,28 @@ def _record_canonical_criterion_hash(vendor: VendorCollections) -> None:
                              metadatas=metadatas[start : start + UPDATE_BATCH])
 
 
+def _record_followup_links(vendor: VendorCollections) -> None:
+    """Every stored follow-up gets its link record in the manifest (what criterion it answers
+    and the fingerprint of the response), as rounds written since write it before their
+    responses, so readers find the links without listing the chunk collection. Written in
+    batches, each with a new generation; a link that already says the same is left alone."""
+    found = get_all(vendor.chunks, where={"source_type": FOLLOWUP_SOURCE_TYPE},
+                    include=("documents", "metadatas"))
+    existing = read_links(vendor)
+    missing = []
+    for record_id, text, metadata in zip(found["ids"], found["documents"], found["metadatas"],
+                                         strict=True):
+        record = StoredRecord(id=record_id, text=text, metadata=metadata)
+        if existing.get(record_id) != link_metadata(record):
+            missing.append(record)
+    for start in range(0, len(missing), UPDATE_BATCH):
+        commit_links(vendor, missing[start : start + UPDATE_BATCH])
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "record_manifest_generation", _record_manifest_generation),
     Migration(3, "record_canonical_criterion_hash", _record_canonical_criterion_hash),
+    Migration(4, "record_followup_links", _record_followup_links),
 )
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +22,7 @@ from core.models import FOLLOWUP_SOURCE_TYPE, StoredRecord, is_valid_vendor_id
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 # The schema this program writes; core.migrations upgrades older stores to it in place.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Reads that race a writer are repeated until they saw one committed state, at most this often.
 CONSISTENT_READ_ATTEMPTS = 5
 _CHUNKS_SUFFIX = "__chunks"
@@ -31,6 +33,11 @@ _PREFIX = "vendor__"
 # the same write as the document's entry, so readers can tell in one small read whether the
 # manifest changed since they last read it.
 MANIFEST_GENERATION_ID = "__generation__"
+# Records of the manifest collection that are not documents carry this key: a follow-up's
+# link (what criterion it answers) is one, written before the round's responses.
+KIND_KEY = "kind"
+LINK_KIND = "followup_link"
+_LINK_PREFIX = "link:"
 # ChromaDB keeps one shared system per store path (or server) in a process-wide registry that
 # it fills without a lock: clients created at the same moment in two threads can come up
 # without their tenant, or on a system another thread then replaces, and writes go missing.
@@ -80,6 +87,12 @@ class EvidenceStore:
         # Vendors opened and checked once; collections are never deleted, so a handle stays
         # good, and a retrieval need not ask ChromaDB for three collections every time.
         self._opened: dict[str, VendorCollections] = {}
+        self._conversations: dict[str, Any] = {}
+        # What runs the embedding model of this process's writes ("onnx", "torch"; None for
+        # none), set by the workbench. Each chunk write records it on the vendor's chunk
+        # collection as `embedding_runtime`: the store says which runtime wrote last. Only
+        # `embedding_model` decides compatibility; the runtimes' vectors agree to 1e-4.
+        self.writer_runtime: Callable[[], str | None] = lambda: None
 
     @property
     def location(self) -> str:
@@ -179,15 +192,23 @@ class EvidenceStore:
         """The vendor's conversation messages (a collection of its own, made at the first
         question: a store written before conversations existed simply has none yet)."""
         vendor = self.open_vendor(vendor_id)
+        with self._lock:
+            found = self._conversations.get(vendor.vendor_id)
+        if found is not None:  # collections are never deleted: a handle stays good
+            return found
         name = conversations_collection_name(vendor.vendor_id)
         if create:
-            return self.client.get_or_create_collection(
+            found = self.client.get_or_create_collection(
                 name, metadata={"vendor_id": vendor_id, "schema_version": SCHEMA_VERSION},
                 configuration={"hnsw": {"space": "cosine"}}, embedding_function=None)
-        names = {c if isinstance(c, str) else c.name for c in self.client.list_collections()}
-        if name not in names:
-            return None
-        return self.client.get_collection(name, embedding_function=None)
+        else:
+            names = {c if isinstance(c, str) else c.name for c in self.client.list_collections()}
+            if name not in names:
+                return None
+            found = self.client.get_collection(name, embedding_function=None)
+        with self._lock:
+            self._conversations[vendor.vendor_id] = found
+        return found
 
     @staticmethod
     def refuse_case_clash(vendor_id: str, existing: Sequence[str]) -> None:
@@ -243,6 +264,8 @@ class EvidenceStore:
     def upsert(self, collection: Any, records: Sequence[StoredRecord],
                embeddings: np.ndarray | Sequence[Sequence[float]]) -> None:
         """Upsert in batches under the client's maximum batch size."""
+        if records and collection.name.endswith(_CHUNKS_SUFFIX):
+            self._record_runtime(collection)
         batch = self.max_batch_size()
         for start in range(0, len(records), batch):
             part = records[start : start + batch]
@@ -252,6 +275,17 @@ class EvidenceStore:
                 metadatas=[r.metadata for r in part],
                 embeddings=np.asarray(embeddings[start : start + batch], dtype=np.float32),
             )
+
+    def _record_runtime(self, collection: Any) -> None:
+        """Note this writer's embedding runtime on the chunk collection, read fresh so that no
+        other key another process wrote meanwhile is lost; no write when it is already there."""
+        runtime = self.writer_runtime()
+        if not runtime:
+            return
+        stored = self.client.get_collection(collection.name, embedding_function=None)
+        metadata = dict(stored.metadata or {})
+        if metadata.get("embedding_runtime") != runtime:
+            collection.modify(metadata={**metadata, "embedding_runtime": runtime})
 
     def delete_ids(self, collection: Any, ids: Iterable[str]) -> None:
         ids = list(ids)
@@ -290,10 +324,11 @@ def get_all(collection: Any, *, where: dict[str, Any] | None = None,
 
 
 def read_manifest(vendor: VendorCollections) -> dict[str, dict[str, Any]]:
-    """doc_key -> manifest entry of each document whose ingest completed."""
+    """doc_key -> manifest entry of each document whose ingest completed (the generation and
+    the follow-ups' link records are not documents)."""
     found = get_all(vendor.manifest, include=("metadatas",))
     return {doc_key: meta for doc_key, meta in zip(found["ids"], found["metadatas"], strict=True)
-            if doc_key != MANIFEST_GENERATION_ID}
+            if doc_key != MANIFEST_GENERATION_ID and KIND_KEY not in meta}
 
 
 def manifest_generation(vendor: VendorCollections) -> str | None:
@@ -311,15 +346,72 @@ def commit_manifest_entry(vendor: VendorCollections, doc_key: str, entry: dict[s
     """Make a document version visible: its entry and a new generation, in one write."""
     vendor.manifest.upsert(
         ids=[doc_key, MANIFEST_GENERATION_ID],
-        metadatas=[entry, {"generation": uuid.uuid4().hex}],
+        metadatas=[entry, new_generation()],
         embeddings=[[1.0], [1.0]],
         documents=[source, "manifest generation"],
     )
 
 
+def new_generation() -> dict[str, str]:
+    """The generation record's metadata for one more manifest write."""
+    return {"generation": uuid.uuid4().hex}
+
+
+def record_fingerprint(text: str, metadata: dict[str, Any]) -> str:
+    """A digest of a stored record as a reader gets it back: its text and every metadata key.
+    A round sent again keeps its ids, so only this tells an edited answer from the old one."""
+    return hashlib.sha256(json.dumps([text, metadata], sort_keys=True).encode("utf-8")
+                          ).hexdigest()
+
+
+def link_record_id(followup_id: str) -> str:
+    """The manifest record holding a follow-up's link."""
+    return f"{_LINK_PREFIX}{followup_id}"
+
+
+def link_metadata(record: StoredRecord) -> dict[str, Any]:
+    """The link record of a follow-up response: what criterion it answers (the keys the
+    response itself carries), its round, and the fingerprint of the response as written."""
+    metadata: dict[str, Any] = {
+        KIND_KEY: LINK_KIND, "followup_id": record.id,
+        "round_number": record.metadata["round_number"],
+        "original_criterion_question_text":
+            str(record.metadata.get("original_criterion_question_text") or ""),
+        "fingerprint": record_fingerprint(record.text, dict(record.metadata)),
+    }
+    for key in ("criterion_question_hash", "criterion_canonical_hash"):
+        if record.metadata.get(key):
+            metadata[key] = record.metadata[key]
+    return metadata
+
+
+def commit_links(vendor: VendorCollections, records: Sequence[StoredRecord]) -> None:
+    """Write the links of these follow-ups and a new generation, in one manifest write.
+
+    A round's links go in before its responses: a link naming a response not written yet (the
+    process killed between the two writes) finds no record when a reader fetches it, and the
+    same ingest run again writes the responses. The new generation tells every reader that
+    the links changed, so none needs to list the chunk collection to find out."""
+    ids = [link_record_id(r.id) for r in records]
+    vendor.manifest.upsert(
+        ids=[*ids, MANIFEST_GENERATION_ID],
+        metadatas=[*(link_metadata(r) for r in records), new_generation()],
+        embeddings=[[1.0]] * (len(ids) + 1),
+        documents=[*(f"link of {r.id}" for r in records), "manifest generation"],
+    )
+
+
+def read_links(vendor: VendorCollections) -> dict[str, dict[str, Any]]:
+    """follow-up id -> its link record's metadata, for every link the manifest holds (a link
+    may name a response that is not written yet: a reader fetches responses by id)."""
+    found = get_all(vendor.manifest, where={KIND_KEY: LINK_KIND}, include=("metadatas",))
+    return {str(meta["followup_id"]): meta for meta in found["metadatas"]}
+
+
 def followup_link(metadata: dict[str, Any]) -> tuple[str | None, str | None, str]:
-    """What a stored follow-up response is linked to: (criterion hash, canonical criterion
-    hash, linked criterion text); None, None and "" for an ad-hoc question."""
+    """What a follow-up response (its stored metadata, or its link record's) is linked to:
+    (criterion hash, canonical criterion hash, linked criterion text); None, None and "" for
+    an ad-hoc question."""
     return (metadata.get("criterion_question_hash"), followup_canonical_hash(metadata),
             str(metadata.get("original_criterion_question_text") or ""))
 
@@ -341,8 +433,9 @@ def committed_versions(manifest: dict[str, dict[str, Any]]) -> dict[str, str]:
 
 
 def is_committed(metadata: dict[str, Any], versions: dict[str, str]) -> bool:
-    """A follow-up round is written in one call (present means complete); a document chunk
-    counts only when the manifest names its version."""
+    """A follow-up round's responses are written in one call (present means complete, whatever
+    links were written before them); a document chunk counts only when the manifest names its
+    version."""
     if metadata.get("source_type") == FOLLOWUP_SOURCE_TYPE:
         return True
     return versions.get(metadata.get("doc_key")) == metadata.get("doc_sha")

@@ -365,6 +365,165 @@ def test_readers_and_a_writer_on_a_chromadb_server(tmp_path):
         server.stop()
 
 
+# A retrieval while a round is written ------------------------------------------------------
+
+# The strategies that fetch every response linked to the criterion, and the ones whose first
+# stage takes the whole (small) collection here; hybrid's vector half takes all of it too.
+FETCHING_LINKED = {"precedence", "hybrid"}
+WHOLE_FIRST_STAGE = WHOLE_COLLECTION | {"hybrid"}
+
+
+def round_seen(trace: Any, round_number: int) -> dict[str, tuple[int, set[int]] | None]:
+    """How a trace shows one round, in each place it can: (responses, editions), or None."""
+    def view(pairs: list[tuple[str, int, str]]) -> tuple[int, set[int]] | None:
+        unique = {i: (r, answer) for i, r, answer in pairs if r == round_number}
+        return round_views(list(unique.values())).get(round_number)
+
+    seen = {"context": view([(h.id, h.round_number, h.answer_text) for h in trace.followups])}
+    if trace.strategy in FETCHING_LINKED:
+        seen["linked"] = view([(h.id, h.round_number, h.answer_text)
+                               for h in trace.hash_path or []])
+    if trace.strategy in WHOLE_FIRST_STAGE:
+        seen["first_stage"] = view([(c.id, int(c.metadata["round_number"]),
+                                     c.metadata["answer_text"])
+                                    for c in trace.first_stage if c.is_followup])
+    return seen
+
+
+def assert_round_absent_or_whole(trace: Any, round_number: int, editions: set[int]
+                                 ) -> int | None:
+    """The round shown nowhere, or in one edition (of `editions`) wherever it is shown:
+    every linked response through the links, every response in a whole-collection first
+    stage. The edition shown, or None."""
+    seen = round_seen(trace, round_number)
+    shown = {edition for view in seen.values() if view for edition in view[1]}
+    if not shown:
+        return None
+    assert len(shown) == 1 and shown <= editions, (trace.strategy, seen)
+    [edition] = shown
+    if "linked" in seen:
+        assert seen["linked"] == (LINKED_PER_ROUND, {edition}), (trace.strategy, seen)
+    if "first_stage" in seen:
+        assert seen["first_stage"] == (LINKED_PER_ROUND + 1, {edition}), (trace.strategy, seen)
+    return edition
+
+
+class PausedRoundWriter:
+    """Writes one round from a thread of its own, pausing after the round's links (and new
+    generation) are written, before its responses, until `resume` is set."""
+
+    def __init__(self, bench: Workbench, payload: dict[str, Any]) -> None:
+        self.links_written = threading.Event()
+        self.resume = threading.Event()
+        self.done = threading.Event()
+        self.failure: list[str] = []
+        upsert = bench.store.upsert
+
+        def paused(collection: Any, records: Any, embeddings: Any) -> Any:
+            if records[0].metadata["source_type"] == FOLLOWUP_SOURCE_TYPE:
+                self.links_written.set()
+                assert self.resume.wait(timeout=120), "never resumed"
+            return upsert(collection, records, embeddings)
+
+        bench.store.upsert = paused  # type: ignore[method-assign]
+
+        def write() -> None:
+            try:
+                bench.ingest_questionnaire(payload)
+            except Exception:
+                self.failure.append(traceback.format_exc())
+            finally:
+                self.links_written.set()
+                self.done.set()
+
+        self.thread = threading.Thread(target=write, name="round-writer")
+
+    def finish(self) -> None:
+        self.resume.set()
+        self.thread.join()
+        assert not self.failure, self.failure[0]
+
+
+@pytest.fixture
+def two_benches(tmp_path) -> tuple[Workbench, Workbench]:
+    """A reader and a writer, each its own Workbench, on one embedded store holding two
+    documents and round 1 (edition 1)."""
+    settings = store_settings(tmp_path)
+    reader = Workbench(settings, embedder=FakeEmbedder(), reranker=FakeReranker())
+    folder = tmp_path / "documents"
+    folder.mkdir()
+    for name, chunks in (("stable.txt", 4), ("policy-a.txt", 3)):
+        (folder / name).write_text(document_text(name, 1, chunks), encoding="utf-8")
+    reader.ingest_documents(VENDOR, [folder])
+    reader.ingest_questionnaire(round_payload(1, 1))
+    writer = Workbench(settings, embedder=FakeEmbedder(), reranker=FakeReranker())
+    return reader, writer
+
+
+@pytest.mark.parametrize(("round_number", "edition", "before"),
+                         [(2, 1, None), (1, 2, 1)], ids=["new-round", "round-sent-again"])
+def test_a_retrieval_between_a_rounds_links_and_its_responses_sees_it_as_before(
+        two_benches, round_number, edition, before):
+    """The writer stops after the round's links: every strategy shows the round as before
+    (absent, or its first edition whole), although the links name the new responses."""
+    reader, writer_bench = two_benches
+    for strategy in STRATEGY_NAMES:  # links and lexical index read at the state before
+        reader.retrieve(VENDOR, AES_CRITERION, strategy)
+    writer = PausedRoundWriter(writer_bench, round_payload(round_number, edition))
+    writer.thread.start()
+    try:
+        assert writer.links_written.wait(timeout=120)
+        for strategy in STRATEGY_NAMES:
+            trace = reader.retrieve(VENDOR, AES_CRITERION, strategy)
+            assert assert_round_absent_or_whole(trace, round_number, {edition} | (
+                {before} if before else set())) == before, strategy
+    finally:
+        writer.finish()
+    for strategy in STRATEGY_NAMES:
+        trace = reader.retrieve(VENDOR, AES_CRITERION, strategy)
+        assert assert_round_absent_or_whole(trace, round_number, {edition}) == edition
+
+
+@pytest.mark.parametrize("started", ["before the links", "after the links"])
+@pytest.mark.parametrize(("round_number", "edition", "before"),
+                         [(2, 1, None), (1, 2, 1)], ids=["new-round", "round-sent-again"])
+def test_a_retrieval_during_which_a_round_is_written_sees_it_absent_or_whole(
+        two_benches, monkeypatch, started, round_number, edition, before):
+    """A retrieval reads its links, and then, before it fetches the linked responses and
+    searches, the round is written (its links too, when the retrieval began before them).
+    The trace shows the round whole or not at all, in its linked path and its first stage
+    alike: a retrieval whose generation changed while it ran runs again."""
+    reader, writer_bench = two_benches
+    writer = PausedRoundWriter(writer_bench, round_payload(round_number, edition))
+    read_links = reader.runner.read_links
+    calls = []
+
+    def round_lands_after_the_links_are_read(vendor: Any, generation: Any) -> Any:
+        links = read_links(vendor, generation)
+        if not calls:
+            if started == "before the links":
+                writer.thread.start()
+            writer.resume.set()
+            assert writer.done.wait(timeout=120)
+        calls.append(generation)
+        return links
+
+    monkeypatch.setattr(reader.runner, "read_links", round_lands_after_the_links_are_read)
+    if started == "after the links":
+        writer.thread.start()
+        assert writer.links_written.wait(timeout=120)
+    try:
+        for strategy in STRATEGY_NAMES:
+            trace = reader.retrieve(VENDOR, AES_CRITERION, strategy)
+            assert_round_absent_or_whole(trace, round_number,
+                                         {edition} | ({before} if before else set()))
+    finally:
+        writer.finish()
+    assert calls  # the round landed inside a retrieval
+    if started == "before the links":  # that retrieval ran again on the new generation
+        assert len(set(calls[:2])) == 2
+
+
 # Two dashboard sessions at once -----------------------------------------------------------
 
 PASSES_OVER_PAGES = 2
@@ -583,6 +742,15 @@ def test_a_session_arriving_during_first_start_indexing_waits_for_all_of_it(
             if after is not None:
                 after.wait()  # always set: by the first write, or when the first visit ends
             at.run()
+            # While the sample data is indexed a visitor sees the indexing page and no page
+            # of the store; once it ends, the pages, on the store as the indexing left it.
+            while not at.exception and at.title and (
+                    at.title[0].value == "Indexing the sample data"):
+                if at.sidebar.selectbox:
+                    problems.append(f"{vendor}: a vendor picker during the indexing")
+                    return
+                resources.wait_for_sample_indexing(bench, timeout=5)
+                at.run()
             if at.exception:
                 problems.append(f"{vendor}: {[e.value for e in at.exception]}")
                 return

@@ -40,7 +40,15 @@ from core.config import Settings
 from core.hashing import criterion_hash
 from core.ingest.writer import document_key
 from core.models import FOLLOWUP_SOURCE_TYPE, followup_type
-from core.store import EvidenceStore, get_all, read_manifest
+from core.store import (
+    KIND_KEY,
+    LINK_KIND,
+    EvidenceStore,
+    get_all,
+    read_links,
+    read_manifest,
+    record_fingerprint,
+)
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
 
@@ -120,14 +128,37 @@ def write_inputs(root: Path) -> None:
         put(f"rounds/{name}", json.dumps(payload))
 
 
-def batches(source: str, chunks: int) -> list[str]:
-    sizes = [min(BATCH, chunks - start) for start in range(0, chunks, BATCH)]
-    return [f"upsert chunks {source} ({size})" for size in sizes]
+def document_writes(*documents: tuple[str, int]) -> list[str]:
+    """A documents ingest: the chunks in steps of BATCH (a step may hold the end of one
+    document and the start of the next), and each document's manifest entry and the delete of
+    its older version as soon as the step holding its last chunk is written."""
+    writes: list[str] = []
+    step: list[str] = []  # the source of each chunk in the step
+    finished: list[str] = []
+
+    def write_step() -> None:
+        writes.append(f"upsert chunks {'+'.join(dict.fromkeys(step))} ({len(step)})")
+        for source in finished:
+            writes.extend([f"upsert manifest {source}", f"delete chunks {source}"])
+        step.clear()
+        finished.clear()
+
+    for source, chunks in documents:
+        for index in range(1, chunks + 1):
+            step.append(source)
+            if index == chunks:
+                finished.append(source)
+            if len(step) == BATCH:
+                write_step()
+    if step:
+        write_step()
+    return writes
 
 
-def committed_writes(source: str, chunks: int) -> list[str]:
-    """A document's commit: its chunks, its manifest entry, the delete of any older version."""
-    return [*batches(source, chunks), f"upsert manifest {source}", f"delete chunks {source}"]
+def round_writes(round_number: int, responses: int) -> list[str]:
+    """A round: its links with a new generation, then its responses in one write."""
+    return [f"upsert manifest links round {round_number} ({responses})",
+            f"upsert chunks round {round_number} ({responses})"]
 
 
 NEW_VENDOR = ["create chunks collection", "create manifest collection"]
@@ -147,28 +178,28 @@ class Scenario:
 SCENARIOS = {s.name: s for s in (
     # replaces policy.md, adds access.md, finds badges.txt unchanged (and tidies it up)
     Scenario("docs", "docs", "acme", ("docs_v2",), (
-        *committed_writes("access.md", ACCESS_SECTIONS),
-        *committed_writes("policy.md", POLICY_SECTIONS),
+        *document_writes(("access.md", ACCESS_SECTIONS), ("policy.md", POLICY_SECTIONS)),
         "delete chunks badges.txt",
     )),
     Scenario("docs_new_vendor", "docs", "northwind", ("docs_v2/access.md",), (
-        *NEW_VENDOR, *committed_writes("access.md", ACCESS_SECTIONS),
+        *NEW_VENDOR, *document_writes(("access.md", ACCESS_SECTIONS)),
     )),
     # round 2 sent again with changed answers and one more response, then a new round 3
     Scenario("rounds", "rounds", "acme",
              ("rounds/acme_round_2_resent.json", "rounds/acme_round_3.json"),
-             ("upsert chunks round 2 (7)", "upsert chunks round 3 (5)")),
+             (*round_writes(2, 7), *round_writes(3, 5))),
     Scenario("round_new_vendor", "rounds", "northwind", ("rounds/northwind_round_1.json",),
-             (*NEW_VENDOR, "upsert chunks round 1 (6)")),
+             (*NEW_VENDOR, *round_writes(1, 6))),
     # what the killed `evidence ingest docs` runs: "docs" with eight more new documents
     Scenario("docs_cli", "docs", "acme", ("docs_cli",), (
-        *committed_writes("access.md", ACCESS_SECTIONS),
-        *(w for n in range(8) for w in committed_writes(f"extra_{n}.md", EXTRA_SECTIONS)),
-        *committed_writes("policy.md", POLICY_SECTIONS),
+        *document_writes(("access.md", ACCESS_SECTIONS),
+                         *((f"extra_{n}.md", EXTRA_SECTIONS) for n in range(8)),
+                         ("policy.md", POLICY_SECTIONS)),
         "delete chunks badges.txt",
     )),
     # policy.md replaced by a much longer version, closer to KEY_CRITERION
-    Scenario("docs_big", "docs", "acme", ("docs_big",), tuple(committed_writes("policy.md", 120))),
+    Scenario("docs_big", "docs", "acme", ("docs_big",),
+             tuple(document_writes(("policy.md", 120)))),
 )}
 SOURCES = ("policy.md", "access.md", "badges.txt", *(f"extra_{n}.md" for n in range(8)))
 DOC_NAMES = {document_key(source, "tc_files", None): source for source in SOURCES}
@@ -258,11 +289,13 @@ class WriteFaults:
 
 def _upsert_label(collection: Collection, *, ids: list[str], metadatas: list[dict],
                   documents: list[str], **_: Any) -> str:
-    if collection.name.endswith("__manifest"):
-        return f"upsert manifest {documents[0]}"
     first = metadatas[0]
+    if collection.name.endswith("__manifest"):
+        if first.get(KIND_KEY) == LINK_KIND:  # the links, then the generation record
+            return f"upsert manifest links round {first['round_number']} ({len(ids) - 1})"
+        return f"upsert manifest {documents[0]}"
     what = (f"round {first['round_number']}" if first["source_type"] == FOLLOWUP_SOURCE_TYPE
-            else first["source"])
+            else "+".join(dict.fromkeys(m["source"] for m in metadatas)))
     return f"upsert chunks {what} ({len(ids)})"
 
 
@@ -297,12 +330,15 @@ class Document:
 @dataclass(frozen=True)
 class StoreView:
     """Per vendor: committed documents with the chunks their version has in the store,
-    rounds with their responses, chunks no manifest entry accounts for, and status."""
+    rounds with their responses (id, text, criterion hash, fingerprint), chunks no manifest
+    entry accounts for, status, and the manifest's link records (follow-up id -> round,
+    criterion hash, fingerprint)."""
 
     documents: dict[str, dict[str, Document]]
-    rounds: dict[str, dict[int, tuple[tuple[str, str, str], ...]]]
+    rounds: dict[str, dict[int, tuple[tuple[str, str, str, str], ...]]]
     uncommitted: dict[str, frozenset[str]]
     status: dict[str, dict[str, Any]]
+    links: dict[str, dict[str, tuple[int, str, str]]]
 
     def committed_ids(self, vendor_id: str) -> set[str]:
         ids = {i for doc in self.documents.get(vendor_id, {}).values() for i, _ in doc.chunks}
@@ -315,18 +351,22 @@ class StoreView:
 
 def observe(store: Path) -> StoreView:
     workbench = workbench_at(store)
-    documents, rounds, uncommitted = {}, {}, {}
+    documents, rounds, uncommitted, links = {}, {}, {}, {}
     for vendor_id in workbench.vendor_ids():
         vendor = workbench.store.open_vendor(vendor_id)
         manifest = read_manifest(vendor)
+        links[vendor_id] = {
+            i: (int(m["round_number"]), str(m.get("criterion_question_hash", "")),
+                m["fingerprint"]) for i, m in read_links(vendor).items()}
         records = get_all(vendor.chunks, include=("documents", "metadatas"))
         by_version: dict[tuple[str, str], list[tuple[int, str, str]]] = {}
-        by_round: dict[int, list[tuple[str, str, str]]] = {}
+        by_round: dict[int, list[tuple[str, str, str, str]]] = {}
         for record_id, text, meta in zip(records["ids"], records["documents"],
                                          records["metadatas"], strict=True):
             if meta["source_type"] == FOLLOWUP_SOURCE_TYPE:
                 by_round.setdefault(int(meta["round_number"]), []).append(
-                    (record_id, text, str(meta.get("criterion_question_hash", ""))))
+                    (record_id, text, str(meta.get("criterion_question_hash", "")),
+                     record_fingerprint(text, meta)))
             else:
                 by_version.setdefault((meta["doc_key"], meta["doc_sha"]), []).append(
                     (int(meta["chunk_index"]), record_id, text))
@@ -342,7 +382,8 @@ def observe(store: Path) -> StoreView:
         rounds[vendor_id] = {n: tuple(sorted(rows)) for n, rows in by_round.items()}
         uncommitted[vendor_id] = frozenset(r for rows in by_version.values() for _, r, _ in rows)
     status = {s.vendor_id: s.model_dump() for s in workbench.status()}
-    return StoreView(documents=documents, rounds=rounds, uncommitted=uncommitted, status=status)
+    return StoreView(documents=documents, rounds=rounds, uncommitted=uncommitted, status=status,
+                     links=links)
 
 
 def expected_status(vendor_id: str, documents: list[Document],
@@ -388,6 +429,17 @@ def assert_old_or_new(now: StoreView, before: StoreView, after: StoreView) -> No
         incomplete = status.pop("incomplete_chunks", 0)
         assert status == expected_status(vendor_id, kept_documents, kept_rounds), vendor_id
         assert incomplete == len(now.uncommitted.get(vendor_id, ())), vendor_id
+        # Each link as it was or as the ingest writes it; a stored response is never without
+        # the link to its criterion (links are written first).
+        old_links, new_links = before.links.get(vendor_id, {}), after.links.get(vendor_id, {})
+        now_links = now.links.get(vendor_id, {})
+        for followup_id, link in now_links.items():
+            assert link in (old_links.get(followup_id), new_links.get(followup_id)), (
+                f"{vendor_id} link of {followup_id} is neither as it was nor as written")
+        for rows in now_rounds.values():
+            for followup_id, _, linked_hash, _ in rows:
+                assert now_links.get(followup_id, (0, None))[1] == linked_hash, (
+                    f"{vendor_id} response {followup_id} is stored without its link")
 
 
 def assert_retrieval_sees_the_committed_store(store: Path, now: StoreView) -> None:
@@ -424,6 +476,9 @@ def assert_complete(now: StoreView, after: StoreView) -> None:
     assert now == after
     assert all(not ids for ids in now.uncommitted.values())
     assert all(s["incomplete_chunks"] == 0 for s in now.status.values())
+    for vendor_id, by_round in now.rounds.items():  # one link per response, as written
+        stored = {r[0]: (n, r[2], r[3]) for n, rows in by_round.items() for r in rows}
+        assert now.links.get(vendor_id, {}) == stored, vendor_id
 
 
 # Fixtures --------------------------------------------------------------------------------
@@ -540,19 +595,40 @@ def test_embedder_failing_halfway_through_documents_writes_nothing(store, inputs
     assert_complete(observe(store), references(name).view)
 
 
+def test_embedder_failing_after_the_first_step_leaves_old_or_complete(store, inputs,
+                                                                    references, before):
+    """A documents ingest embeds and writes a step of BATCH chunks at a time. 4 texts per
+    batch, 16 per embed call: step 1 (25 chunks of access.md) takes calls 1-2 and is written;
+    step 2 fails in call 4. access.md is absent (its chunks so far are leftovers), policy.md
+    as it was; the same ingest again completes both."""
+    scenario = SCENARIOS["docs"]
+    embedder = FakeEmbedder(fail_after_calls=3)
+    failing = Workbench(settings_at(store, embed_batch_size=4), embedder=embedder,
+                        reranker=FakeReranker())
+    with injected(WriteFaults()) as faults, pytest.raises(RuntimeError, match="fake embedder"):
+        run_ingest(failing, scenario, inputs)
+    assert embedder.calls == 4
+    assert faults.writes == list(scenario.writes[:1])
+    now = assert_interrupted_state(store, before, references("docs").view)
+    assert now.documents["acme"] == before.documents["acme"]
+    assert len(now.uncommitted["acme"]) == BATCH
+    run_ingest(workbench_at(store), scenario, inputs)
+    assert_complete(observe(store), references("docs").view)
+
+
 @pytest.mark.parametrize(("fail_after_calls", "rounds_written"), [(1, 0), (3, 1)])
 def test_embedder_failing_halfway_through_a_round(store, inputs, references, before,
                                                   fail_after_calls, rounds_written):
     """One text per batch, 4 per embed call: round 2 (7 responses) takes calls 1-2 and
     round 3 (5 responses) calls 3-4. A failure in the second call of a round leaves that
-    round as it was; the round before it is complete."""
+    round as it was (not even its links written); the round before it is complete."""
     after = references("rounds").view
     embedder = FakeEmbedder(fail_after_calls=fail_after_calls)
     failing = Workbench(settings_at(store, embed_batch_size=1), embedder=embedder,
                         reranker=FakeReranker())
     with injected(WriteFaults()) as faults, pytest.raises(RuntimeError, match="fake embedder"):
         run_ingest(failing, SCENARIOS["rounds"], inputs)
-    assert len(faults.writes) == rounds_written
+    assert faults.writes == list(SCENARIOS["rounds"].writes[:2 * rounds_written])
     now = assert_interrupted_state(store, before, after)
     assert now.rounds["acme"][2] == (after if rounds_written else before).rounds["acme"][2]
     assert now.rounds["acme"].get(3) is None
@@ -704,6 +780,53 @@ def test_sigkill_at_a_write_leaves_old_or_complete(store, inputs, references, be
     assert_complete(observe(store), after)
 
 
+def followups_shown(trace: Any) -> list[Any]:
+    """Every follow-up a trace shows anywhere, as (round, answer) pairs."""
+    hits = [*trace.followups, *(trace.hash_path or []), *(trace.semantic_path or []),
+            *(d.followup for d in trace.dropped_followups)]
+    shown = [(h.round_number, h.answer_text) for h in hits]
+    return shown + [(c.round_number, c.metadata["answer_text"])
+                    for c in [*trace.first_stage, *trace.evidence] if c.is_followup]
+
+
+@pytest.mark.parametrize("round_number", [2, 3])
+def test_a_round_killed_between_its_links_and_its_responses(store, inputs, references,
+                                                            before, driver, round_number):
+    """SIGKILL just after a round's links (and a new generation) were written, before its
+    responses: round 2 is sent again with new answers, round 3 is new. The links name records
+    that are not written (or not in this edition); every strategy, the hybrid one's lexical
+    index included, shows the round as it was, never part of it. The same ingest again
+    completes it, and the hybrid search then finds the new answers by their words."""
+    scenario = SCENARIOS["rounds"]
+    after = references("rounds").view
+    number = next(i for i, label in enumerate(scenario.writes, start=1)
+                  if label.startswith(f"upsert manifest links round {round_number} "))
+    killed = run_driver(driver, {"mode": "ingest", "scenario": "rounds", "store": str(store),
+                                 "inputs": str(inputs), "at": number, "when": "after"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    now = assert_interrupted_state(store, before, after)
+    written = {r[0] for r in after.rounds["acme"][round_number]}
+    assert {i: now.links["acme"][i] for i in written} == {
+        i: after.links["acme"][i] for i in written}
+    assert now.rounds["acme"].get(round_number) == before.rounds["acme"].get(round_number)
+
+    new_answer = {2: "Keys rotate every 90 days", 3: "Keys rotate monthly"}[round_number]
+    bench = workbench_at(store)
+    criteria = (KEY_CRITERION, f"Do the vendor's keys rotate? {new_answer}.")
+    for strategy in [*STRATEGY_WINDOWS, "hybrid"]:
+        for criterion in criteria:
+            shown = followups_shown(bench.retrieve("acme", criterion, strategy))
+            assert not [a for _, a in shown if a.startswith(new_answer)], (strategy, criterion)
+            if round_number == 2 and strategy == "precedence" and criterion == KEY_CRITERION:
+                assert any(r == 2 and "six months" in a for r, a in shown)
+
+    run_ingest(bench, scenario, inputs)
+    assert_complete(observe(store), after)
+    trace = bench.retrieve("acme", criteria[1], "hybrid")
+    assert any(c.is_followup and c.lexical_rank is not None
+               and c.metadata["answer_text"].startswith(new_answer) for c in trace.first_stage)
+
+
 def test_the_driver_without_a_fault_writes_the_complete_state(store, inputs, references,
                                                               driver):
     done = run_driver(driver, {"mode": "ingest", "scenario": "docs", "store": str(store),
@@ -717,9 +840,9 @@ def test_evidence_ingest_killed_while_ingesting_then_run_again(store, tmp_path, 
                                                                references, before, driver):
     """The CLI's own code path (`evidence ingest docs`, the fake embedder in place of the
     real model), killed by another process at whatever moment it has reached once it has
-    announced its 12th write of 42; then the same command again; `evidence status` from the
+    announced its 12th write of 35; then the same command again; `evidence status` from the
     installed console script."""
-    assert len(SCENARIOS["docs_cli"].writes) == 42
+    assert len(SCENARIOS["docs_cli"].writes) == 35
     after = references("docs_cli").view
     argv = ["ingest", "docs", "--vendor", "acme", str(inputs / "docs_cli")]
     spec = {"mode": "cli", "store": str(store), "argv": argv, "announce": True}
@@ -727,7 +850,7 @@ def test_evidence_ingest_killed_while_ingesting_then_run_again(store, tmp_path, 
                              env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     announced = 0
-    for line in child.stderr:  # bounded by the child's output: 42 writes at most
+    for line in child.stderr:  # bounded by the child's output: 35 writes at most
         announced += line.startswith("write ")
         if announced == 12:
             child.send_signal(signal.SIGKILL)

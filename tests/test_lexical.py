@@ -392,6 +392,85 @@ def test_a_reader_with_an_older_manifest_never_takes_the_new_version_away(acme, 
     assert new.indexed().versions == set(committed_versions(read_manifest(vendor)).items())
 
 
+# Settling at a manifest generation ---------------------------------------------------------
+
+def runner_index(bench: Workbench, vendor_id: str, chunks=None,
+                 generation: str | None = None) -> LexicalIndex:
+    """The vendor's index as a retrieval makes it: at the committed state, with the manifest
+    generation it was read at and the links' fingerprints of the responses."""
+    vendor = bench.store.open_vendor(vendor_id)
+    read_generation, versions = bench.runner.committed_state(vendor)
+    generation = generation or read_generation
+    return LexicalIndex(index_path(bench.settings, vendor_id), chunks or vendor.chunks,
+                        versions, generation=generation,
+                        expected_followups=lambda: bench.runner.links.read(
+                            vendor, read_generation).fingerprints)
+
+
+def test_at_the_generation_it_settled_at_a_sync_reads_nothing_from_the_store(acme):
+    assert runner_index(acme, "acme").sync().rebuilt
+    counting = CountingChunks(acme.store.open_vendor("acme").chunks)
+    assert not runner_index(acme, "acme", chunks=counting).sync().changed
+    assert counting.reads == []
+    # A caller at another generation reads the store, as before.
+    assert not runner_index(acme, "acme", chunks=counting, generation="other").sync().changed
+    assert counting.reads == [{"source_type": FOLLOWUP_SOURCE_TYPE}]
+
+
+def test_a_sync_between_a_rounds_links_and_its_responses_does_not_settle(acme, monkeypatch):
+    """A hybrid retrieval running after a round's links (and new generation) were written
+    and before its responses were reads the old answers. The generation does not change
+    again when the responses land, so the index must not have settled at it: the next
+    retrieval reads the store and finds the new answer by its words."""
+    acme.retrieve("acme", AES_CRITERION, "hybrid")
+    during = []
+    upsert = acme.store.upsert
+
+    def retrieving_first(collection, records, embeddings):
+        if records[0].metadata["source_type"] == FOLLOWUP_SOURCE_TYPE:
+            during.append(acme.retrieve("acme", "Are keys kept in an HSM?", "hybrid"))
+        return upsert(collection, records, embeddings)
+
+    monkeypatch.setattr(acme.store, "upsert", retrieving_first)
+    acme.ingest_questionnaire(followup_round("acme", 1, "Yes, AES-256 with keys in an HSM."))
+    [trace] = during
+    answers = {c.metadata["answer_text"] for c in trace.first_stage if c.is_followup}
+    assert "Yes, AES-256 via a KMS." in answers and not any("HSM." in a for a in answers)
+
+    trace = acme.retrieve("acme", "Are keys kept in an HSM?", "hybrid")
+    [hit] = [c for c in trace.first_stage
+             if c.is_followup and c.metadata["answer_text"].endswith("in an HSM.")]
+    assert hit.lexical_rank is not None
+
+
+def test_a_retrieval_removes_a_replaced_version_once_its_chunks_leave_the_store(
+        acme, tmp_path, monkeypatch):
+    """An ingest killed before the old version's chunks were deleted; the same ingest again
+    deletes them without a new manifest generation. The index kept the old rows while the
+    store held them, so it had not settled: the next hybrid retrieval removes them."""
+    acme.retrieve("acme", AES_CRITERION, "hybrid")
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt("killed before the old chunks were removed")
+
+    monkeypatch.setattr("core.ingest.writer.delete_stale", killed)
+    folder = write(tmp_path / "v2", {"backups.md": "Backups go to cold storage in Iceland."})
+    with pytest.raises(KeyboardInterrupt):
+        acme.ingest_documents("acme", [folder])
+    acme.retrieve("acme", "Where do backups go, Iceland?", "hybrid")
+    vendor = acme.store.open_vendor("acme")
+    committed = set(committed_versions(read_manifest(vendor)).items())
+    path = index_path(acme.settings, "acme")
+    assert LexicalIndex(path, vendor.chunks, {}).indexed().versions > committed
+
+    monkeypatch.undo()
+    acme.ingest_documents("acme", [folder])  # unchanged: only the clean-up runs
+    trace = acme.retrieve("acme", "Where do backups go, Iceland?", "hybrid")
+    assert any(c.source == "backups.md" and c.lexical_rank for c in trace.first_stage)
+    assert LexicalIndex(path, vendor.chunks, {}).indexed().versions == committed
+    assert LexicalIndex(path, vendor.chunks, {}).indexed().chunks == len(DOCUMENTS) + 2
+
+
 def test_an_index_of_another_store_is_rebuilt(tmp_path):
     shared = tmp_path / "shared-lexical"
     benches = []

@@ -8,7 +8,19 @@ import pytest
 from core.config import Settings
 from core.hashing import canonical_criterion_hash
 from core.migrations import FIRST_SCHEMA_VERSION, MIGRATIONS, upgrade
-from core.store import MANIFEST_GENERATION_ID, SCHEMA_VERSION, get_all, manifest_generation
+from core.models import StoredRecord
+from core.store import (
+    KIND_KEY,
+    LINK_KIND,
+    MANIFEST_GENERATION_ID,
+    SCHEMA_VERSION,
+    VendorCollections,
+    commit_links,
+    get_all,
+    manifest_generation,
+    read_links,
+    record_fingerprint,
+)
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION, SAMPLE_DATA
 from tests.fakes import FakeEmbedder, FakeReranker
@@ -200,3 +212,93 @@ def test_step_3_interrupted_half_way_is_finished_and_safe_to_run_again(version_2
     assert followups(settings) == finished
     linked = [f for f in bench.retrieve("acme", PASTED, "tiered").followups if f.hash_match]
     assert [f.round_number for f in linked] == [2]
+
+
+# Step 4: each follow-up's link as a record of the manifest ------------------------------------
+
+def raw_collections(settings: Settings) -> VendorCollections:
+    """The vendor's collections as stored, not opened (so not upgraded) by the workbench."""
+    client = fresh(settings).store.client
+    return VendorCollections(vendor_id="acme",
+                             chunks=client.get_collection("vendor__acme__chunks"),
+                             manifest=client.get_collection("vendor__acme__manifest"))
+
+
+def as_version_3(settings: Settings) -> None:
+    """Rewrite the store as schema version 3 wrote it: no link records in the manifest, and
+    version 3 recorded in both collections."""
+    vendor = raw_collections(settings)
+    found = vendor.manifest.get(where={KIND_KEY: LINK_KIND}, include=[])
+    vendor.manifest.delete(ids=found["ids"])
+    for collection in (vendor.chunks, vendor.manifest):
+        collection.modify(metadata={**collection.metadata, "schema_version": 3})
+
+
+@pytest.fixture
+def version_3_store(settings) -> Settings:
+    bench = fresh(settings)
+    bench.ingest_documents("acme", [POLICY])
+    bench.ingest_questionnaire(ROUND)
+    bench.ingest_questionnaire(PASTED_ROUND)
+    as_version_3(settings)
+    return settings
+
+
+def stored_links(settings: Settings) -> dict[str, tuple]:
+    """follow-up id -> what its stored record links to and its fingerprint, from the chunks."""
+    found = get_all(raw_collections(settings).chunks,
+                    where={"source_type": "follow_up_response"},
+                    include=("documents", "metadatas"))
+    return {i: (m.get("criterion_question_hash"), m.get("criterion_canonical_hash"),
+                m["original_criterion_question_text"], record_fingerprint(text, m))
+            for i, text, m in zip(found["ids"], found["documents"], found["metadatas"],
+                                  strict=True)}
+
+
+def manifest_links(settings: Settings) -> dict[str, tuple]:
+    return {i: (m.get("criterion_question_hash"), m.get("criterion_canonical_hash"),
+                m["original_criterion_question_text"], m["fingerprint"])
+            for i, m in read_links(raw_collections(settings)).items()}
+
+
+def test_step_4_writes_every_followups_link_and_the_links_are_read_from_them(
+        version_3_store, settings):
+    assert manifest_links(settings) == {}
+    generation = manifest_generation(raw_collections(settings))
+
+    bench = fresh(settings)
+    (status,) = bench.status("acme")
+    assert status.documents == 1 and status.rounds == [1, 2]  # link records are no documents
+    assert set(recorded(settings).values()) == {SCHEMA_VERSION}
+    expected = stored_links(settings)
+    assert len(expected) == 3 and manifest_links(settings) == expected
+    # Readers that kept the links of the old generation read them again.
+    assert manifest_generation(raw_collections(settings)) != generation
+    [hit] = [h for h in bench.retrieve("acme", TYPED, "precedence").followups if h.hash_match]
+    assert hit.round_number == 2 and hit.tier_reason.startswith("hash match after typography")
+    linked = bench.retrieve("acme", AES_CRITERION, "precedence").hash_path
+    assert [h.round_number for h in linked] == [1]
+
+
+def test_step_4_interrupted_half_way_is_finished_and_safe_to_run_again(version_3_store,
+                                                                        settings):
+    # The step wrote one follow-up's link, then the process died before version 4 was recorded.
+    vendor = raw_collections(settings)
+    found = vendor.chunks.get(where={"source_type": "follow_up_response"}, limit=1,
+                              include=["documents", "metadatas"])
+    commit_links(vendor, [StoredRecord(id=found["ids"][0], text=found["documents"][0],
+                                       metadata=found["metadatas"][0])])
+    assert len(manifest_links(settings)) == 1
+
+    bench = fresh(settings)
+    assert bench.status("acme")[0].rounds == [1, 2]
+    finished = manifest_links(settings)
+    assert finished == stored_links(settings)
+    generation = manifest_generation(raw_collections(settings))
+    [step] = [m for m in MIGRATIONS if m.version == 4]
+    step.upgrade(raw_collections(settings))
+    # Run again, the step wrote nothing: the same links, the same generation.
+    assert manifest_links(settings) == finished
+    assert manifest_generation(raw_collections(settings)) == generation
+    assert [h.round_number for h in bench.retrieve("acme", PASTED, "precedence").followups
+            if h.hash_match] == [2]

@@ -42,6 +42,7 @@ from core.config import (
 )
 from core.errors import UserInputError
 from core.ingest.questionnaire import parse_payload_bytes
+from core.store import read_links, read_manifest
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
@@ -274,10 +275,20 @@ def vendor_records(workbench: Workbench, vendor_id: str) -> dict[str, tuple]:
 
 
 def other_collections(workbench: Workbench, vendor_id: str) -> dict[str, Any]:
-    """Every collection but the vendor's chunks, record by record (see snapshot.py)."""
+    """Every collection but the vendor's chunks and manifest, record by record (see
+    snapshot.py)."""
     if not workbench.store.exists():
         return {}
-    return collections_snapshot(workbench.store.client, skip={f"vendor__{vendor_id}__chunks"})
+    return collections_snapshot(workbench.store.client, skip={
+        f"vendor__{vendor_id}__chunks", f"vendor__{vendor_id}__manifest"})
+
+
+def vendor_manifest(workbench: Workbench, vendor_id: str) -> tuple[dict, dict]:
+    """(document entries, follow-up id -> link record) of a vendor's manifest."""
+    if vendor_id not in workbench.vendor_ids():
+        return {}, {}
+    vendor = workbench.store.open_vendor(vendor_id)
+    return read_manifest(vendor), read_links(vendor)
 
 
 def case_clash(workbench: Workbench, vendor_id: str) -> bool:
@@ -305,17 +316,24 @@ def assert_stored_exactly(workbench: Workbench, payload: dict[str, Any]) -> None
     vendor_id, round_number = payload["vendor_id"], payload["round_number"]
     had = vendor_records(workbench, vendor_id)
     others = other_collections(workbench, vendor_id)
+    documents, links = vendor_manifest(workbench, vendor_id)
     report = workbench.ingest_questionnaire(copy.deepcopy(payload))
 
     expected = {expected_id(vendor_id, r, round_number): r for r in payload["responses"]}
     assert len(expected) == len(payload["responses"])
     assert (report.indexed_count, report.round_number, report.vendor_id) == (
         len(expected), round_number, vendor_id)
-    others_after = other_collections(workbench, vendor_id)
-    if not had:  # a new vendor: its (empty) manifest collection appears, nothing else
-        manifest = others_after.pop(f"vendor__{vendor_id}__manifest")
-        assert manifest["count"] == 0
-    assert_unchanged(others, others_after)
+    assert_unchanged(others, other_collections(workbench, vendor_id))
+    # The vendor's manifest gains the round's links (a new vendor's appears with them), and
+    # no document entry or other link changes.
+    documents_after, links_after = vendor_manifest(workbench, vendor_id)
+    assert documents_after == documents
+    assert set(links_after) == set(links) | set(expected)
+    for record_id in set(links) - set(expected):
+        assert links_after[record_id] == links[record_id]
+    for record_id, response in expected.items():
+        assert links_after[record_id]["original_criterion_question_text"] == \
+            linked_criterion(response)
 
     held = vendor_records(workbench, vendor_id)
     assert set(held) == set(had) | set(expected)

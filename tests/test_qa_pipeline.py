@@ -59,7 +59,7 @@ def qa_env(bench: Workbench, *, reranker=None, search=None, vendor_id: str = "ac
     return RetrievalEnv(settings=bench.settings, vendor_id=vendor_id,
                         search=search if search is not None else evidence, records=evidence,
                         reranker=reranker, reranker_status=status,
-                        read_links=lambda: bench.runner.links.read(vendor_id, evidence))
+                        read_links=lambda: bench.runner.read_links(vendor, None))
 
 
 def ask(bench: Workbench, question: str = QUESTION, **env_options) -> QAResult:

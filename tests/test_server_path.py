@@ -266,10 +266,11 @@ SCENARIOS = {
         (ingest_second_document, ("terminate", "__manifest", 1), "as before"),
     "document, server killed while a chunk batch is on its way":
         (ingest_second_document, ("cut", b"/upsert", 2), "as before"),
+    # A round's first upsert writes its links to the manifest; the second, its responses.
     "round, server killed while its write is on its way":
-        (ingest_round_two, ("cut", b"/upsert", 1), "as before"),
+        (ingest_round_two, ("cut", b"/upsert", 2), "as before"),
     "round, server killed after storing it, before answering":
-        (ingest_round_two, ("unanswered", b"/upsert", 1), "complete"),
+        (ingest_round_two, ("unanswered", b"/upsert", 2), "complete"),
 }
 
 

@@ -47,9 +47,40 @@ def test_writes_are_split_under_the_clients_max_batch_size(workbench, monkeypatc
     collection = workbench.store.open_vendor("acme").chunks
     stored = collection.get(where={"source_type": "document"})["ids"]
     assert report.chunks_written == len(stored) > 7
-    assert calls == [len(stored)]  # one logical write...
-    # ...that reached ChromaDB as batches of at most 7
+    # Embedded and written a step of at most the client's maximum at a time.
+    assert sum(calls) == len(stored) and max(calls) == 7 and len(calls) > 1
     assert collection.count() == len(stored)
+
+
+def test_a_documents_ingest_holds_one_steps_vectors_at_a_time(workbench, tmp_path):
+    """However many chunks an ingest writes, the embedder is asked for at most one write
+    step's texts before they are written: never the whole ingest's."""
+    embedded: list[int] = []
+    written: list[int] = []
+    embed, upsert = workbench.embedder.embed, workbench.store.upsert
+
+    def embedding(texts):
+        embedded.append(len(texts))
+        assert sum(embedded) - sum(written) <= workbench.writer.write_step()
+        return embed(texts)
+
+    def writing(collection, records, embeddings):
+        written.append(len(records))
+        return upsert(collection, records, embeddings)
+
+    workbench.embedder.embed = embedding
+    workbench.store.upsert = writing
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    for n in range(3):  # 3 x 400 chunks: 1,200 in one ingest, written 512 at a time
+        (folder / f"policy_{n}.md").write_text("\n\n".join(
+            f"Section {n}.{i}. " + f"Control {n}-{i} keeps keys rotated yearly. " * 16
+            for i in range(400)))
+    report = workbench.ingest_documents("acme", [folder])
+    assert report.chunks_written == sum(embedded) == sum(written) == 1200
+    assert workbench.writer.write_step() == 512
+    assert max(written) == 512 and len(written) == 3
+    assert workbench.status("acme")[0].chunks == 1200
 
 
 def test_batches_really_reach_chromadb_in_pieces(workbench, monkeypatch, tmp_path):
@@ -160,3 +191,59 @@ def test_an_unreachable_server_is_one_clear_error(tmp_path):
     bench = Workbench(settings, embedder=FakeEmbedder(), reranker=FakeReranker())
     with pytest.raises(StoreError, match="Cannot open the ChromaDB server 127.0.0.1"):
         bench.status()
+
+
+def test_a_retrieval_on_an_unchanged_store_reads_no_links_and_lists_no_chunks(
+        workbench, monkeypatch):
+    """The links each follow-up's criterion is read from live in the manifest, kept per
+    generation: once read, a retrieval on an unchanged store reads the generation record
+    once (after the strategy ran on the state kept from the last read) besides its search,
+    and no link, no listing of either collection whatever its size, and not even the linked
+    responses (kept while their links fingerprint them unchanged). A new round renews the
+    generation; the next retrieval reads the links once more and finds its answers."""
+    from chromadb.api.models.Collection import Collection
+
+    workbench.ingest_documents("acme", [SAMPLE_DATA / "vendors/acme/documents/"
+                                        "encryption_standard.md"])
+    workbench.ingest_questionnaire(_payload())
+    for strategy in ("precedence", "hybrid"):  # the first ones read the links and sync
+        workbench.retrieve("acme", AES_CRITERION, strategy)
+    reads: list[tuple[str, str]] = []
+    real_get = Collection.get
+
+    def get(self, *args, **kwargs):
+        how = ("ids" if kwargs.get("ids") is not None
+               else "where" if kwargs.get("where") else "all")
+        reads.append((self.name.rsplit("__", 1)[-1], how))
+        return real_get(self, *args, **kwargs)
+
+    monkeypatch.setattr(Collection, "get", get)
+    for strategy in ("precedence", "hybrid"):
+        trace = workbench.retrieve("acme", AES_CRITERION, strategy)
+        assert [f.round_number for f in trace.followups] == [1]
+    assert reads == [("manifest", "ids")] * 2  # the generation, once after each run
+
+    workbench.ingest_questionnaire(_payload(round_number=2))
+    reads.clear()
+    trace = workbench.retrieve("acme", AES_CRITERION, "precedence")
+    assert [f.round_number for f in trace.followups] == [1, 2]
+    assert reads.count(("manifest", "where")) == 1  # the links, read once more
+    assert ("chunks", "ids") in reads  # the new round's responses
+    assert ("chunks", "where") not in reads and ("chunks", "all") not in reads
+
+
+def test_a_write_between_two_retrievals_is_seen_without_a_note(workbench, tmp_path):
+    """A retrieval first runs on the state kept from the last one; when the store changed
+    since, it runs again on the new state. The change came before it began, so its trace says
+    nothing about documents changing during retrieval, and it shows the new state."""
+    workbench.ingest_questionnaire(_payload())
+    first = workbench.retrieve("acme", AES_CRITERION, "precedence")
+    assert [f.round_number for f in first.followups] == [1]
+    doc = tmp_path / "policy.md"
+    doc.write_text("Data at rest is encrypted with AES-256 across every region.\n")
+    workbench.ingest_documents("acme", [doc])
+    workbench.ingest_questionnaire(_payload(round_number=2))
+    again = workbench.retrieve("acme", AES_CRITERION, "precedence")
+    assert [f.round_number for f in again.followups] == [1, 2]
+    assert "policy.md" in {c.source for c in again.evidence}
+    assert not any("changed during retrieval" in note for note in again.notes)

@@ -87,15 +87,15 @@ class AskPipeline:
                 rrf_k=self.settings.rrf_k) if previous else []
         notes: list[str] = []
         with timings.stage("manifest"):  # one committed state for the whole turn
-            versions = self.wb.runner.committed_state(vendor)[1]
+            generation, versions = self.wb.runner.committed_state(vendor)
         evidence = self.wb.runner.evidence(vendor, versions)
         with timings.stage("continuation"):
             continuation, search_query = self._continuation(
                 evidence, question, embedding, previous, history, client, notes)
         anchors = (previous.cited_documents if previous and continuation.is_continuation
                    and anchored and self.settings.source_anchoring_enabled else [])
-        turn = self._answer(vendor, versions, evidence, question, search_query, anchors,
-                            client, timings, notes)
+        turn = self._answer(vendor, generation, versions, evidence, question, search_query,
+                            anchors, client, timings, notes)
         turn = turn.model_copy(update={
             "vendor_id": vendor.vendor_id, "conversation_id": conversation_id,
             "turn": turn_number, "continuation": continuation, "history": history,
@@ -104,16 +104,34 @@ class AskPipeline:
         timings.ms["total"] = (time.perf_counter() - started) * 1000.0
         turn.timings_ms = {k: round(v, 3) for k, v in timings.ms.items()}
         if save:
-            conversations.save(turn, [embedding, self.wb.embedder.embed([turn.answer])[0]])
+            conversations.save(turn, [embedding, self._answer_vector(evidence, turn)])
         return turn
+
+    def _answer_vector(self, evidence: ChromaEvidence, turn: AskTurn) -> np.ndarray:
+        """The vector the answer's message is found by in later turns' history.
+
+        An answer made of excerpts is the excerpts: its vector is the mean of their stored
+        vectors, so every excerpt counts (the model reads only the first 256 tokens of the
+        joined text, about one excerpt) and nothing is embedded again. A generated answer,
+        or one whose excerpts are gone, is embedded as written."""
+        if turn.answered_by == "excerpts" and turn.cited_ids:
+            found = [c.embedding for c in evidence.by_ids(turn.cited_ids, embeddings=True)
+                     if c.embedding is not None]
+            if found:
+                mean = np.mean(np.asarray(found, dtype=np.float32), axis=0)
+                norm = float(np.linalg.norm(mean))
+                if norm > 0.0:
+                    return mean / norm
+        return self.wb.embedder.embed([turn.answer])[0]
 
     def rerun(self, vendor_id: str, turn: AskTurn, *, anchored: bool) -> AskTurn:
         """A stored turn searched again with the same query, anchored or not; not stored."""
         vendor = self.wb.store.open_vendor(vendor_id, embedding_model=self.wb.embedder.name)
         anchors = turn.anchor_documents if anchored else []
-        versions = self.wb.runner.committed_state(vendor)[1]
-        again = self._answer(vendor, versions, self.wb.runner.evidence(vendor, versions),
-                             turn.question, turn.search_query, anchors, None, Timings(), [])
+        generation, versions = self.wb.runner.committed_state(vendor)
+        again = self._answer(vendor, generation, versions,
+                             self.wb.runner.evidence(vendor, versions), turn.question,
+                             turn.search_query, anchors, None, Timings(), [])
         return again.model_copy(update={
             "vendor_id": turn.vendor_id, "conversation_id": turn.conversation_id,
             "turn": turn.turn, "continuation": turn.continuation, "history": turn.history})
@@ -173,21 +191,23 @@ class AskPipeline:
         best = [nb.score for nb in evidence.nearest(query, 1) if nb.committed]
         return Closeness(previous=previous_best, store=max(best + [previous_best]))
 
-    def _answer(self, vendor, versions: dict[str, str], evidence: ChromaEvidence,
-                question: str, search_query: str, anchors: list[str],
+    def _answer(self, vendor, generation: str | None, versions: dict[str, str],
+                evidence: ChromaEvidence, question: str, search_query: str, anchors: list[str],
                 client: LLMClient | None, timings: Timings, notes: list[str]) -> AskTurn:
-        """Retrieve for the search query at these committed versions and compose the answer
-        (no conversation fields)."""
+        """Retrieve for the search query at these committed versions (read at this manifest
+        generation) and compose the answer (no conversation fields)."""
         runner = self.wb.runner
         reranker, status = self.wb.reranker()
         with timings.stage("lexical_sync"):
-            search = runner.hybrid(vendor, versions, evidence)
+            search = runner.hybrid(vendor, versions, evidence, generation)
         anchored = (AnchoredSearch(search, anchors, anchor_boost(self.settings))
                     if anchors else None)
         env = RetrievalEnv(settings=self.settings, vendor_id=vendor.vendor_id,
                            search=anchored or search, records=evidence, reranker=reranker,
                            reranker_status=status,
-                           read_links=lambda: runner.links.read(vendor.vendor_id, evidence))
+                           read_links=lambda: runner.read_links(vendor, generation),
+                           read_linked=lambda ids: runner.read_linked(vendor, generation,
+                                                                      evidence, ids))
         with timings.stage("embed_query"):
             # The linked answers are the question's own (its hashes, the canonical one
             # computed from it); the search is the query's.

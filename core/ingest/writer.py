@@ -2,8 +2,16 @@
 
 A document is written in three steps: 1. the chunks of the new version; 2. the manifest
 entry (with a new generation) that makes them visible; 3. the old version's chunks removed.
+Chunks are embedded and written a step of at most 512 at a time, across documents, so memory
+holds one step's vectors whatever the size of the ingest; each document is committed as soon
+as its last chunk is written.
 A crash anywhere leaves the old version or the new one, never half of either: readers count
-only chunks whose version the manifest names. A questionnaire round is one upsert."""
+only chunks whose version the manifest names.
+
+A questionnaire round is written in two steps: 1. one manifest write of every response's
+link (the criterion it answers) with a new generation; 2. one upsert of the responses. A
+response is visible exactly when its record exists; a link naming a record not written yet
+(a crash between the steps) finds nothing, and the same ingest run again writes it."""
 
 from __future__ import annotations
 
@@ -32,6 +40,7 @@ from core.store import (
     EvidenceStore,
     VendorCollections,
     check_vendor_id,
+    commit_links,
     commit_manifest_entry,
     read_manifest,
 )
@@ -39,6 +48,9 @@ from core.store import (
 # What the readers make of a file is part of its version: when they learn more (version 2:
 # each chunk's section heading path), ingesting the unchanged file again rewrites its chunks.
 READER_VERSION = 2
+# Chunks embedded and written per step of a documents ingest (or the store's largest write,
+# if smaller): only one step's vectors are ever held, whatever the size of the ingest.
+WRITE_STEP = 512
 
 
 def document_key(source: str, doc_type: str, round_number: int | None) -> str:
@@ -50,10 +62,11 @@ def document_key(source: str, doc_type: str, round_number: int | None) -> str:
 
 @dataclass
 class _Pending:
+    """A document version to write; its records are made when its turn comes."""
+
     doc: PreparedDocument
     doc_key: str
     version: str
-    records: list[StoredRecord]
 
 
 class EvidenceWriter:
@@ -102,24 +115,12 @@ class EvidenceWriter:
                 outcomes.append(DocumentOutcome(source=doc.source, status="unchanged",
                                                 chunks=int(previous["chunks"]), pages=doc.pages))
                 continue
-            records = document_records(vendor_id, doc, doc_key, version, doc_type,
-                                       round_number)
             outcomes.append(DocumentOutcome(source=doc.source,
                                             status="replaced" if previous else "added",
-                                            chunks=len(records), pages=doc.pages))
-            pending.append(_Pending(doc, doc_key, version, records))
+                                            chunks=len(doc.chunks), pages=doc.pages))
+            pending.append(_Pending(doc, doc_key, version))
 
-        embeddings = self.embed([r.text for p in pending for r in p.records], progress)
-        written = 0
-        if pending:
-            vendor = self.store.open_vendor(vendor_id, create=True,
-                                            embedding_model=self.embedder.name)
-            offset = 0
-            for item in pending:
-                vectors = embeddings[offset : offset + len(item.records)]
-                offset += len(item.records)
-                self._commit_document(vendor, item, doc_type, round_number, vectors)
-                written += len(item.records)
+        written = self._write_documents(vendor_id, pending, doc_type, round_number, progress)
         if existing:
             written_keys = {p.doc_key for p in pending}
             for doc in prepared:  # finish any clean-up an interrupted run left behind
@@ -130,13 +131,60 @@ class EvidenceWriter:
                                     round_number=round_number, documents=outcomes,
                                     chunks_written=written)
 
+    def write_step(self) -> int:
+        """Chunks embedded and written at a time by a documents ingest."""
+        return max(1, min(WRITE_STEP, self.store.max_batch_size()))
+
+    def _write_documents(self, vendor_id: str, pending: Sequence[_Pending], doc_type: str,
+                         round_number: int | None, progress: Progress | None) -> int:
+        """Embed and write the documents' chunks in steps of `write_step()` (a step may hold
+        the end of one document and the start of the next), and commit each document once
+        its last chunk is written. The vendor is created only when the first step's vectors
+        are ready, so an embedder failing in the first step leaves the store untouched."""
+        total = sum(len(item.doc.chunks) for item in pending)
+        step_size = self.write_step()
+        vendor: VendorCollections | None = None
+        step: list[StoredRecord] = []
+        finished: list[_Pending] = []  # documents whose last chunk is in `step`
+        written = 0
+
+        def write_step() -> None:
+            nonlocal vendor, written
+            vectors = (self.embed([r.text for r in step], progress, done=written, total=total)
+                       if step else None)
+            if vendor is None:
+                vendor = self.store.open_vendor(vendor_id, create=True,
+                                                embedding_model=self.embedder.name)
+            if step:
+                self.store.upsert(vendor.chunks, step, vectors)  # 1. the new versions' chunks
+            for item in finished:
+                self._commit_document(vendor, item, doc_type, round_number)
+            written += len(step)
+            step.clear()
+            finished.clear()
+
+        for item in pending:
+            records = document_records(vendor_id, item.doc, item.doc_key, item.version,
+                                       doc_type, round_number)
+            if not records:
+                finished.append(item)
+            for index, record in enumerate(records, start=1):
+                step.append(record)
+                if index == len(records):
+                    finished.append(item)
+                if len(step) == step_size:
+                    write_step()
+        if step or finished:
+            write_step()
+        return written
+
     def _commit_document(self, vendor: VendorCollections, item: _Pending, doc_type: str,
-                         round_number: int | None, vectors: np.ndarray) -> None:
+                         round_number: int | None) -> None:
+        """Steps 2 and 3 of a document whose chunks are all written."""
         doc = item.doc
-        self.store.upsert(vendor.chunks, item.records, vectors)  # 1. the new version
         manifest: dict[str, Any] = {
             "source": doc.source, "type": doc_type, "digest": item.version,
-            "version": item.version, "file_sha256": doc.digest, "chunks": len(item.records),
+            "version": item.version, "file_sha256": doc.digest, "chunks": len(doc.chunks),
             "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         if round_number is not None:
@@ -150,7 +198,8 @@ class EvidenceWriter:
 
     def round(self, payload: QuestionnairePayload | dict[str, Any], *,
               progress: Progress | None = None) -> QuestionnaireIngestReport:
-        """Store a whole round in one write: every response, or none."""
+        """Store a whole round: its links with a new generation, then every response in one
+        write (all of them, or none)."""
         if not isinstance(payload, QuestionnairePayload):
             payload = parse_payload(payload, limits=PayloadLimits.from_settings(self.settings))
         elif len(payload.responses) > self.settings.max_responses_per_round:
@@ -162,26 +211,31 @@ class EvidenceWriter:
         vectors = self.embed([r.text for r in records], progress)
         vendor = self.store.open_vendor(payload.vendor_id, create=True,
                                         embedding_model=self.embedder.name)
-        if len(records) > self.store.max_batch_size():  # cannot happen at <= 100 responses
+        # Each write is one call; a link write holds the generation record besides.
+        if len(records) + 1 > self.store.max_batch_size():  # cannot happen at <= 100
             raise UserInputError("payload: too many responses to write in one batch.")
-        self.store.upsert(vendor.chunks, records, vectors)
+        commit_links(vendor, records)  # 1. the links, and a new generation
+        self.store.upsert(vendor.chunks, records, vectors)  # 2. the responses, all or none
         return QuestionnaireIngestReport(indexed_count=len(records),
                                          round_number=payload.round_number,
                                          vendor_id=payload.vendor_id)
 
     # Shared --------------------------------------------------------------------------
 
-    def embed(self, texts: Sequence[str], progress: Progress | None) -> np.ndarray:
-        """Every text's vector, embedded in steps so progress can be shown."""
+    def embed(self, texts: Sequence[str], progress: Progress | None, *, done: int = 0,
+              total: int | None = None) -> np.ndarray:
+        """Every text's vector, embedded in steps so progress can be shown (as `done` more
+        of `total`, when these texts are part of a larger ingest)."""
         if not texts:
             return np.zeros((0, 1), dtype=np.float32)
+        total = len(texts) if total is None else total
         step = max(self.settings.embed_batch_size * 4, 1)
         parts = []
         for start in range(0, len(texts), step):
             parts.append(self.embedder.embed(texts[start : start + step]))
             if progress:
-                progress("embedding", min(start + step, len(texts)), len(texts))
-        return np.concatenate(parts)
+                progress("embedding", done + min(start + step, len(texts)), total)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def existing_vendor(self, vendor_id: str) -> VendorCollections | None:
         """The vendor's collections if it exists; a case-only clash is refused before any

@@ -1,36 +1,112 @@
-"""Which criterion each stored follow-up answers: read once per response, kept per vendor."""
+"""Which criterion each stored follow-up answers: read from the link records of the vendor's
+manifest, kept per vendor until the manifest generation changes."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
-from core.models import FOLLOWUP_SOURCE_TYPE
-from core.retrieval.source import RecordReader
-from core.store import followup_link
+from core.retrieval.source import RecordReader, StoredChunk
+from core.store import VendorCollections, followup_link, read_links, record_fingerprint
 
 # follow-up id -> (criterion hash, canonical criterion hash, linked criterion text); None, None
 # and "" for an ad-hoc question.
 Links = dict[str, tuple[str | None, str | None, str]]
 
 
-class FollowupLinks:
-    """Every stored follow-up's link, per vendor, safe to share between threads.
+@dataclass(frozen=True)
+class LinkSet:
+    """Every link the manifest holds at one generation: what each follow-up answers, and the
+    fingerprint of the response as its round wrote it (see `core.store.record_fingerprint`).
+    A link may name a response that is not written yet; readers fetch responses by id."""
 
-    A response's id is made from its criterion and question, so what it links to never
-    changes: each read lists the ids (one id-only lookup) and fetches only the ids not seen
-    before."""
+    links: Links = field(default_factory=dict)
+    fingerprints: dict[str, str] = field(default_factory=dict)
+
+
+class FollowupLinks:
+    """The links of each vendor, safe to share between threads.
+
+    Every write of links renews the manifest generation in the same write, so the links read
+    at a generation hold until the generation changes: a retrieval on an unchanged store
+    reads no link data at all, and none ever lists the chunk collection."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._known: dict[str, Links] = {}
+        self._known: dict[str, tuple[str, LinkSet]] = {}
 
-    def read(self, vendor_id: str, records: RecordReader) -> Links:
-        ids = records.ids({"source_type": FOLLOWUP_SOURCE_TYPE})
-        with self._lock:
-            known = self._known.get(vendor_id, {})
-        new = [i for i in ids if i not in known]
-        found = {chunk.id: followup_link(chunk.metadata) for chunk in records.by_ids(new)}
-        links = {i: known.get(i) or found[i] for i in ids if i in known or i in found}
-        with self._lock:
-            self._known[vendor_id] = links
+    def read(self, vendor: VendorCollections, generation: str | None) -> LinkSet:
+        """The vendor's links at `generation` (the one the caller read; None for a store
+        that records none, which is then read every time)."""
+        if generation is not None:
+            with self._lock:
+                cached = self._known.get(vendor.vendor_id)
+            if cached is not None and cached[0] == generation:
+                return cached[1]
+        found = read_links(vendor)
+        links = LinkSet(
+            links={i: followup_link(meta) for i, meta in found.items()},
+            fingerprints={i: str(meta.get("fingerprint") or "") for i, meta in found.items()})
+        # Read after the caller read `generation`, so never older than it: a newer write
+        # changed the generation too, and the caller's run is repeated on the new one.
+        if generation is not None:
+            with self._lock:
+                self._known[vendor.vendor_id] = (generation, links)
         return links
+
+
+class LinkedResponses:
+    """The records (with their vectors) of linked follow-ups, kept per id for as long as the
+    record is the one its link fingerprints, safe to share between threads.
+
+    A response's fingerprint covers its text and every metadata key, so a kept record that
+    matches the link at the caller's generation is the record the store holds: a round sent
+    again renews its links (new fingerprints) before its responses, and a record read before
+    those land does not match, so it is returned but not kept. Records are returned in the
+    order asked for."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: dict[tuple[str, str], tuple[str, StoredChunk]] = {}
+
+    def fetch(self, vendor_id: str, records: RecordReader, ids: Sequence[str],
+              fingerprints: Mapping[str, str]) -> list[StoredChunk]:
+        """The records of these ids that exist, each with its vector."""
+        found = self._kept_as(vendor_id, ids, fingerprints)
+        missing = [i for i in ids if i not in found]
+        if missing:
+            found.update(self._read(vendor_id, records, missing, fingerprints))
+        return [found[i] for i in ids if i in found]
+
+    def warm(self, vendor_id: str, records: RecordReader,
+             fingerprints: Mapping[str, str]) -> None:
+        """Read, in one go, every linked record not kept as its link fingerprints it (all of
+        them the first time, then only a new round's or a changed one's)."""
+        ids = list(fingerprints)
+        kept = self._kept_as(vendor_id, ids, fingerprints)
+        missing = [i for i in ids if i not in kept]
+        if missing:
+            self._read(vendor_id, records, missing, fingerprints)
+
+    def _kept_as(self, vendor_id: str, ids: Sequence[str], fingerprints: Mapping[str, str]
+                 ) -> dict[str, StoredChunk]:
+        found: dict[str, StoredChunk] = {}
+        with self._lock:
+            for record_id in ids:
+                kept = self._kept.get((vendor_id, record_id))
+                if kept is not None and kept[0] == fingerprints.get(record_id):
+                    found[record_id] = kept[1]
+        return found
+
+    def _read(self, vendor_id: str, records: RecordReader, ids: Sequence[str],
+              fingerprints: Mapping[str, str]) -> dict[str, StoredChunk]:
+        """The records of these ids from the store; those matching their link are kept."""
+        found = {}
+        for chunk in records.by_ids(ids, embeddings=True):
+            found[chunk.id] = chunk
+            fingerprint = fingerprints.get(chunk.id)
+            if fingerprint and record_fingerprint(chunk.text, chunk.metadata) == fingerprint:
+                with self._lock:
+                    self._kept[(vendor_id, chunk.id)] = (fingerprint, chunk)
+        return found

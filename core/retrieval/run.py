@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 
 from core.config import Settings
 from core.context import format_context_xml, format_prompt
@@ -11,8 +12,14 @@ from core.models import RerankerStatus, RetrievalTrace, SeedConstants
 from core.rerank import Reranker
 from core.retrieval.fusion import HybridSearch
 from core.retrieval.lexical import LexicalIndex
-from core.retrieval.links import FollowupLinks
-from core.retrieval.source import CandidateSource, ChromaEvidence, Query
+from core.retrieval.links import FollowupLinks, LinkedResponses, Links
+from core.retrieval.source import (
+    CandidateSource,
+    ChromaEvidence,
+    Query,
+    RecordReader,
+    StoredChunk,
+)
 from core.retrieval.stages import RetrievalEnv, Timings
 from core.store import (
     CONSISTENT_READ_ATTEMPTS,
@@ -29,36 +36,64 @@ from core.strategies.base import StrategyResult
 
 class StrategyRunner:
     """Runs strategies against the store; per vendor it keeps, until the store says they
-    changed, the committed document versions (keyed by the manifest generation) and each
-    follow-up's link. Safe to share between threads."""
+    changed, the committed document versions and each follow-up's link (both keyed by the
+    manifest generation, which every document commit and every round renews). Safe to share
+    between threads."""
 
     def __init__(self, settings: Settings, store: EvidenceStore) -> None:
         self.settings = settings
         self.store = store
         self.links = FollowupLinks()
+        self.responses = LinkedResponses()
         self._lock = threading.Lock()
         self._committed: dict[str, tuple[str, dict[str, str]]] = {}
+        self._warmed: dict[str, str] = {}  # vendor -> generation its linked records were read at
 
     def evidence(self, vendor: VendorCollections, versions: dict[str, str]) -> ChromaEvidence:
         """The vendor's chunks as a candidate source and record reader at these versions."""
         return ChromaEvidence(vendor.chunks, lambda meta: is_committed(meta, versions),
                               batch_size=self.store.max_batch_size())
 
-    def lexical(self, vendor: VendorCollections, versions: dict[str, str]) -> LexicalIndex:
-        """The vendor's BM25 index, synced to these committed versions."""
-        index = LexicalIndex.for_vendor(self.settings, vendor, versions)
+    def read_links(self, vendor: VendorCollections, generation: str | None) -> Links:
+        """Every follow-up's link at this manifest generation (kept until it changes)."""
+        return self.links.read(vendor, generation).links
+
+    def read_linked(self, vendor: VendorCollections, generation: str | None,
+                    records: RecordReader, ids: Sequence[str]) -> list[StoredChunk]:
+        """Linked follow-ups' records with their vectors, in the order of `ids`. At a new
+        generation every linked record not kept as its link fingerprints it is read in one
+        go (all of them the first time, then a new round's); after that, only a record its
+        link names but the store did not hold yet is read again."""
+        fingerprints = self.links.read(vendor, generation).fingerprints
+        with self._lock:
+            warm = generation is not None and self._warmed.get(vendor.vendor_id) != generation
+            if warm:
+                self._warmed[vendor.vendor_id] = generation
+        if warm:  # once per generation: a retrieval on an unchanged store reads none
+            self.responses.warm(vendor.vendor_id, records, fingerprints)
+        return self.responses.fetch(vendor.vendor_id, records, ids, fingerprints)
+
+    def lexical(self, vendor: VendorCollections, versions: dict[str, str],
+                generation: str | None = None) -> LexicalIndex:
+        """The vendor's BM25 index, synced to these committed versions; given the manifest
+        generation they were read at, a sync already done at it costs one comparison."""
+        index = LexicalIndex.for_vendor(
+            self.settings, vendor, versions, generation=generation,
+            expected_followups=lambda: self.links.read(vendor, generation).fingerprints)
         index.sync()
         return index
 
     def hybrid(self, vendor: VendorCollections, versions: dict[str, str],
-               evidence: ChromaEvidence | None = None) -> HybridSearch:
+               evidence: ChromaEvidence | None = None, generation: str | None = None
+               ) -> HybridSearch:
         """The vector search and the synced lexical index fused by reciprocal rank fusion."""
         return HybridSearch(evidence or self.evidence(vendor, versions),
-                            self.lexical(vendor, versions),
+                            self.lexical(vendor, versions, generation),
                             lexical_n=self.settings.lexical_first_stage_n, k=self.settings.rrf_k)
 
     def search(self, strategy: Strategy, vendor: VendorCollections, versions: dict[str, str],
-               evidence: ChromaEvidence, timings: Timings) -> CandidateSource:
+               evidence: ChromaEvidence, timings: Timings, generation: str | None = None
+               ) -> CandidateSource:
         """The first stage the strategy asks for, at these committed versions."""
         if strategy.search == "vector":
             return evidence
@@ -66,7 +101,7 @@ class StrategyRunner:
             raise ValueError(f"strategy {strategy.name!r}: search must be 'vector' or "
                              f"'hybrid', not {strategy.search!r}")
         with timings.stage("lexical_sync"):
-            return self.hybrid(vendor, versions, evidence)
+            return self.hybrid(vendor, versions, evidence, generation)
 
     def run(self, strategy: Strategy, vendor: VendorCollections, query: Query,
             reranker: Reranker | None, reranker_status: RerankerStatus,
@@ -75,24 +110,44 @@ class StrategyRunner:
 
         A document replaced while the strategy runs would leave the result with chunks of
         neither version: it runs again on the new manifest until one manifest held
-        throughout, at most CONSISTENT_READ_ATTEMPTS times."""
+        throughout, at most CONSISTENT_READ_ATTEMPTS times.
+
+        The state kept from the last read is tried first, unread: generations never repeat,
+        so the generation read after the run still being the kept one means the manifest
+        held it from that last read to now. An unchanged store costs one generation read;
+        a changed one, the run on the kept state besides, which is not counted as an
+        attempt (the change may have come before this retrieval began)."""
         attempts = 0
+        kept = self.kept_state(vendor)
+        # The manifest stage is listed first whichever read comes first, so every trace names
+        # its stages in one order.
+        timings.ms.setdefault("manifest", 0.0)
         while True:
-            attempts += 1
-            with timings.stage("manifest"):
-                generation, versions = self.committed_state(vendor)
+            if kept is not None:
+                generation, versions = kept
+            else:
+                attempts += 1
+                with timings.stage("manifest"):
+                    generation, versions = self.committed_state(vendor)
             evidence = self.evidence(vendor, versions)
-            search = self.search(strategy, vendor, versions, evidence, timings)
+            search = self.search(strategy, vendor, versions, evidence, timings, generation)
             env = RetrievalEnv(
                 settings=self.settings, vendor_id=vendor.vendor_id, search=search,
                 records=evidence, reranker=reranker, reranker_status=reranker_status,
-                read_links=lambda ev=evidence: self.links.read(vendor.vendor_id, ev))
+                read_links=lambda g=generation: self.read_links(vendor, g),
+                read_linked=lambda ids, g=generation, ev=evidence: self.read_linked(
+                    vendor, g, ev, ids))
             result = strategy.run(env, query, timings)
             with timings.stage("manifest"):
                 if generation is None:
                     consistent = committed_versions(read_manifest(vendor)) == versions
                 else:
                     consistent = manifest_generation(vendor) == generation
+            if kept is not None:
+                kept = None
+                if consistent:
+                    break
+                continue
             if consistent or attempts == CONSISTENT_READ_ATTEMPTS:
                 break
         if attempts > 1:
@@ -102,6 +157,11 @@ class StrategyRunner:
         if not reranker_status.ran:
             env.notes.insert(0, f"No reranker ran: {reranker_status.reason}.")
         return result, env.notes
+
+    def kept_state(self, vendor: VendorCollections) -> tuple[str, dict[str, str]] | None:
+        """The (generation, versions) last read for the vendor, without reading anything."""
+        with self._lock:
+            return self._committed.get(vendor.vendor_id)
 
     def committed_state(self, vendor: VendorCollections
                             ) -> tuple[str | None, dict[str, str]]:

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,21 @@ from core.retrieval.source import CandidateSource, Query, RecordReader, StoredCh
 from core.store import followup_canonical_hash
 
 TIER_ORDER = {"high": 0, "medium": 1, "low": 2}
+# Text comparisons kept per process: the strategies shown side by side ask the same pairs.
+SIMILARITY_CACHE = 8192
+
+
+@lru_cache(maxsize=SIMILARITY_CACHE)
+def _question_similarity(criterion: str, question: str) -> float:
+    return round(question_similarity(criterion, question), 4)
+
+
+@lru_cache(maxsize=SIMILARITY_CACHE)
+def _differs_by_typos(criterion: str, linked: str, word_similarity: float,
+                      max_words: int) -> bool:
+    """Whether a linked criterion text is this criterion with typos or other punctuation."""
+    return typo_corrections(criterion, linked, word_similarity=word_similarity,
+                            max_words=max_words) is not None
 
 
 @dataclass
@@ -61,6 +77,9 @@ class RetrievalEnv:
     reranker_status: RerankerStatus
     read_links: Callable[[], Links]
     notes: list[str] = field(default_factory=list)
+    # Linked follow-ups' records with their vectors, in the order asked for (the runner
+    # keeps them while their links say they are unchanged); None: read from `records`.
+    read_linked: Callable[[Sequence[str]], list[StoredChunk]] | None = None
     _links: Links | None = None
 
     def links(self) -> Links:
@@ -69,6 +88,14 @@ class RetrievalEnv:
         if self._links is None:
             self._links = self.read_links()
         return self._links
+
+    def linked_records(self, ids: Sequence[str]) -> list[StoredChunk]:
+        """The records of these linked follow-ups that exist, with their vectors, in the
+        order of `ids`."""
+        if self.read_linked is not None:
+            return self.read_linked(ids)
+        found = {c.id: c for c in self.records.by_ids(ids, embeddings=True)}
+        return [found[i] for i in ids if i in found]
 
 
 # First stage ------------------------------------------------------------------------------
@@ -146,8 +173,7 @@ def followup_hit(candidate: Candidate, query: Query, found_by: Sequence[str]) ->
         hash_match=hash_match,
         typographic_variants=variants,
         found_by=list(found_by),
-        question_similarity=round(question_similarity(query.text, str(meta["question_text"])),
-                                  4),
+        question_similarity=_question_similarity(query.text, str(meta["question_text"])),
         first_stage_score=candidate.first_stage_score,
         first_stage_rank=candidate.first_stage_rank,
     )
@@ -281,14 +307,13 @@ def fetch_vouched_followups(env: RetrievalEnv, query: Query
         if linked not in is_near_copy:
             # The same words (an empty list of corrections) differ only in punctuation here:
             # texts whose words differ only in typography were linked by hash above.
-            is_near_copy[linked] = typo_corrections(
-                query.linked_text, linked, word_similarity=s.typo_word_similarity,
-                max_words=s.typo_max_words) is not None
+            is_near_copy[linked] = _differs_by_typos(
+                query.linked_text, linked, s.typo_word_similarity, s.typo_max_words)
         if is_near_copy[linked]:
             near_ids.append(record_id)
     if not linked_ids and not near_ids:
         return [], []
-    chunks = env.records.by_ids(linked_ids + near_ids, embeddings=True)
+    chunks = env.linked_records(linked_ids + near_ids)
     if not chunks:
         return [], []
     vectors = np.asarray([c.embedding for c in chunks], dtype=np.float32)
@@ -354,15 +379,16 @@ def top_by_first_stage(candidates: Sequence[Candidate], n: int) -> list[Candidat
 
 def rerank(env: RetrievalEnv, query: str, candidates: Sequence[Candidate]) -> list[Candidate]:
     """Cross-encoder scores, sorted; without a reranker, first-stage order is kept."""
-    if env.reranker is not None and candidates:
-        scores = env.reranker.score(query, [c.text for c in candidates])
-        scored = [c.model_copy(update={"rerank_score": s, "final_score": s})
-                  for c, s in zip(candidates, scores, strict=True)]
-        scored.sort(key=lambda c: -c.rerank_score)
-    else:
-        scored = [c.model_copy(update={"final_score": c.first_stage_score}) for c in candidates]
-    return [c.model_copy(update={"rank_before_boost": i, "rank_after_boost": i})
-            for i, c in enumerate(scored, start=1)]
+    if env.reranker is None or not candidates:
+        return [c.model_copy(update={"final_score": c.first_stage_score,
+                                     "rank_before_boost": i, "rank_after_boost": i})
+                for i, c in enumerate(candidates, start=1)]
+    scores = env.reranker.score(query, [c.text for c in candidates])
+    order = sorted(range(len(candidates)), key=lambda i: -scores[i])
+    return [candidates[i].model_copy(update={"rerank_score": scores[i], "final_score": scores[i],
+                                             "rank_before_boost": rank,
+                                             "rank_after_boost": rank})
+            for rank, i in enumerate(order, start=1)]
 
 
 def boost_followup_documents(candidates: Sequence[Candidate], factor: float,
@@ -380,7 +406,8 @@ def boost_followup_documents(candidates: Sequence[Candidate], factor: float,
         else:
             boosted.append(c)
     boosted.sort(key=lambda c: -(c.final_score or 0.0))
-    return [c.model_copy(update={"rank_after_boost": i}) for i, c in enumerate(boosted, start=1)]
+    return [c if c.rank_after_boost == i else c.model_copy(update={"rank_after_boost": i})
+            for i, c in enumerate(boosted, start=1)]
 
 
 def boost_outcome(boosted: Sequence[Candidate], factor: float, cap: float | None
