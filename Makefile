@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
+# The embedding model is loaded once here, so its ONNX export (once per model and library
+# version) is not paid by the first ingest or dashboard start.
 install: $(STAMP)
-	-$(BIN)/evidence models || true
+	-$(BIN)/evidence models --prepare || true
 
 dashboard: install
 	$(BIN)/streamlit run dashboard/app.py

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -421,12 +422,20 @@ def models(
         "--download", help="Fetch the models that are missing (needs "
         "EVIDENCE_ALLOW_MODEL_DOWNLOADS=1 and a network); every network wait is capped by "
         "EVIDENCE_MODEL_DOWNLOAD_TIMEOUT_S.")] = False,
+    prepare: Annotated[bool, typer.Option(
+        "--prepare", help="Load the embedding model once, so that its ONNX export and the "
+        "check against torch (about a minute, once per model and library version) are done "
+        "before the first ingest or dashboard start.")] = False,
 ) -> None:
     """One JSON line per model the workbench uses (embedding, reranker): its name, where it
     is read from, whether it is present, and the runtime that runs it."""
     from core.errors import ModelUnavailableError
 
     settings = _settings(ctx)
+    if prepare:
+        from core.embedding import configured_embedder
+
+        configured_embedder(settings).embed(["Is data encrypted at rest?"])
     wanted = [model for model in _workbench_models(settings) if not model.present]
     if download and wanted and not settings.allow_model_downloads:
         raise UserInputError(
@@ -478,10 +487,12 @@ class _WorkbenchModel:
 
     def __init__(self, role: str, name: str, location: str, present: bool, runtime: str,
                  download_host: str, fetch: Callable[[], None], without_it: str,
-                 copy_hint: str) -> None:
+                 copy_hint: str, runtime_note: str | None = None) -> None:
         self.role, self.name, self.location, self.present = role, name, location, present
         self.runtime, self.download_host, self.fetch = runtime, download_host, fetch
         self.without_it, self.copy_hint = without_it, copy_hint
+        # Why the runtime is not the one the settings prefer (ONNX Runtime refused).
+        self.runtime_note = runtime_note
 
     @property
     def way_out(self) -> str:
@@ -491,6 +502,8 @@ class _WorkbenchModel:
     def report(self) -> dict:
         line = {"model": self.role, "name": self.name, "location": self.location,
                 "present": self.present, "runtime": self.runtime}
+        if self.runtime_note:
+            line["runtime_note"] = self.runtime_note
         if not self.present:
             line["note"] = f"{self.without_it}; {self.way_out}."
         return line
@@ -499,12 +512,12 @@ class _WorkbenchModel:
 def _workbench_models(settings: Settings) -> list[_WorkbenchModel]:
     """The embedding model and the configured reranker, read from disk, none loaded."""
     from core.embedding import SentenceTransformerEmbedder, resolve_model_location
+    from core.onnx_embedding import describe_runtime
     from core.rerank import (
         cached_hub_model,
         configured_reranker,
         hub_cache_location,
         hub_download_host,
-        package_version,
     )
 
     def fetch_embedding() -> None:
@@ -524,12 +537,11 @@ def _workbench_models(settings: Settings) -> list[_WorkbenchModel]:
         cached = cached_hub_model(name)
         location = str(cached) if cached else hub_cache_location(name)
         present = cached is not None and settings.allow_model_downloads
+    runtime = describe_runtime(name, settings.embedding_runtime, settings.onnx_cache_dir)
     embedding = _WorkbenchModel(
-        "embedding", name, location, present,
-        f"sentence-transformers {package_version('sentence-transformers')} on torch "
-        f"{package_version('torch')} (cpu)", hub_download_host(), fetch_embedding,
-        "nothing can be ingested or retrieved without it",
-        "set EVIDENCE_EMBEDDING_MODEL to a copied model folder")
+        "embedding", name, location, present, runtime.runtime, hub_download_host(),
+        fetch_embedding, "nothing can be ingested or retrieved without it",
+        "set EVIDENCE_EMBEDDING_MODEL to a copied model folder", runtime.note)
     reranker = configured_reranker(settings)
     copy_hint = (f"copy the model folder to {reranker.location}"
                  if settings.reranker == "flashrank" else
@@ -601,6 +613,28 @@ def _sentence(message: str) -> str:
     return message if message.endswith((".", "?", "!")) else message + "."
 
 
+class _NotesOnStderr(logging.Handler):
+    """The library's notes (warnings of the `core.embedding` logger: which runtime embeds,
+    and why not ONNX Runtime), one line each on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"evidence: note: {_sentence(record.getMessage())}", file=sys.stderr)
+
+
+@contextmanager
+def _library_notes() -> Iterator[None]:
+    log = logging.getLogger("core.embedding")
+    handler = _NotesOnStderr(logging.WARNING)
+    propagate = log.propagate
+    log.addHandler(handler)
+    log.propagate = False  # printed here, not again by a handler someone put on the root
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.propagate = propagate
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command; user mistakes exit 2 and program faults exit 1, each in one line."""
     from core.installation import installation_problem
@@ -610,7 +644,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evidence: error: {problem}", file=sys.stderr)
         return 1
     try:
-        result = app(args=argv, prog_name="evidence", standalone_mode=False)
+        with _library_notes():
+            result = app(args=argv, prog_name="evidence", standalone_mode=False)
         return result if isinstance(result, int) else 0
     except UserInputError as exc:
         print(f"evidence: error: {_sentence(str(exc))}", file=sys.stderr)

@@ -58,6 +58,11 @@ class Settings(BaseSettings):
     reranker_cache_dir: Path = Path.home() / ".cache" / "flashrank"
     reranker_max_length: int = Field(512, ge=16)
     allow_model_downloads: bool = False
+    # What runs the embedding model: "auto" is ONNX Runtime when the model's local ONNX export
+    # passes its check against torch (else torch, with a note), "onnx" ONNX Runtime or an
+    # error, "torch" sentence-transformers on torch. Exports are cached in onnx_cache_dir.
+    embedding_runtime: Literal["auto", "onnx", "torch"] = "auto"
+    onnx_cache_dir: Path = Path.home() / ".cache" / "evidence-workbench" / "onnx"
 
     # Network: a permitted model download gives up when the network stalls this long
     # (connecting, or waiting for the next bytes). It bounds every wait, not the whole

@@ -35,6 +35,9 @@ class Embedder(ABC):
     """Turns texts into L2-normalised float32 vectors; one method to implement."""
 
     name: str
+    # What runs the model, recorded with the vectors it writes ("torch", "onnx"); None for an
+    # embedder that is no model's runtime.
+    runtime: str | None = None
 
     def warm_up(self) -> None:
         """Load whatever the embedder needs; a no-op for embedders with nothing to load."""
@@ -118,6 +121,8 @@ def _bound_hub_client(timeout_s: float) -> None:
 class SentenceTransformerEmbedder(Embedder):
     """all-MiniLM-L6-v2 by default; any other sentence-transformers name or folder works."""
 
+    runtime = "torch"
+
     def __init__(self, model: str = "all-MiniLM-L6-v2", *, batch_size: int = 64,
                  allow_downloads: bool = False,
                  download_timeout_s: float = DEFAULT_DOWNLOAD_TIMEOUT_S) -> None:
@@ -184,6 +189,34 @@ class SentenceTransformerEmbedder(Embedder):
             convert_to_numpy=True, show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
+
+
+def configured_embedder(settings: Settings, *,
+                        torch_embedder: Callable[..., Embedder] | None = None) -> Embedder:
+    """The embedder the settings ask for; nothing is loaded until it is first used.
+
+    `embedding_runtime` "torch" gives sentence-transformers on torch; "onnx" the same model
+    on ONNX Runtime, or ModelUnavailableError at first use when its export is refused; "auto"
+    ONNX Runtime when its export passes the check, else torch with a logged note. The torch
+    embedder is made by `torch_embedder` (SentenceTransformerEmbedder's signature); only a
+    SentenceTransformerEmbedder can be exported, and any other embedder it makes is used as
+    it is (with "onnx", refused)."""
+    make = torch_embedder or SentenceTransformerEmbedder
+    torch = make(settings.embedding_model, batch_size=settings.embed_batch_size,
+                 allow_downloads=settings.allow_model_downloads,
+                 download_timeout_s=settings.model_download_timeout_s)
+    if settings.embedding_runtime == "torch":
+        return torch
+    if not isinstance(torch, SentenceTransformerEmbedder):
+        if settings.embedding_runtime == "onnx":
+            raise ModelUnavailableError(
+                f"EVIDENCE_EMBEDDING_RUNTIME=onnx, but the embedder '{torch.name}' is not a "
+                "sentence-transformers model, the only kind exported to ONNX.")
+        return torch
+    from core.onnx_embedding import OnnxEmbedder
+
+    return OnnxEmbedder(torch, cache_dir=settings.onnx_cache_dir,
+                        required=settings.embedding_runtime == "onnx")
 
 
 class QueryEmbeddings:

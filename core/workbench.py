@@ -19,7 +19,12 @@ from core.config import Settings
 from core.conversation.ask import AskPipeline
 from core.conversation.models import AskTurn, ConversationSummary
 from core.criteria import check_criterion
-from core.embedding import Embedder, QueryEmbeddings, SentenceTransformerEmbedder
+from core.embedding import (
+    Embedder,
+    QueryEmbeddings,
+    SentenceTransformerEmbedder,
+    configured_embedder,
+)
 from core.errors import UserInputError
 from core.hashing import criterion_hash
 from core.ingest import LoadedRound, shown_path
@@ -50,6 +55,7 @@ class Workbench:
                  reranker_status: RerankerStatus | None = None) -> None:
         self.settings = settings or Settings()
         self.store = EvidenceStore(self.settings)
+        self.store.writer_runtime = lambda: self.embedder.runtime
         self._embedder = embedder
         self._reranker = reranker
         self._reranker_status = reranker_status
@@ -68,11 +74,9 @@ class Workbench:
     def embedder(self) -> Embedder:
         with self._lock:
             if self._embedder is None:
-                self._embedder = SentenceTransformerEmbedder(
-                    self.settings.embedding_model, batch_size=self.settings.embed_batch_size,
-                    allow_downloads=self.settings.allow_model_downloads,
-                    download_timeout_s=self.settings.model_download_timeout_s,
-                )
+                # The module's own name for the torch embedder, which tests replace.
+                self._embedder = configured_embedder(
+                    self.settings, torch_embedder=SentenceTransformerEmbedder)
             return self._embedder
 
     def reranker(self) -> tuple[Reranker | None, RerankerStatus]:

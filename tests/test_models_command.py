@@ -10,11 +10,13 @@ import os
 import socket
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
 from core.cli import main
+from core.onnx_embedding import EXPORT_FORMAT, find_export
 from core.rerank import _RequestsWithTimeout
 from tests.conftest import REPO
 from tests.support.tiny_bert_cross_encoder import build_tiny_bert_cross_encoder
@@ -24,10 +26,12 @@ FLASHRANK = f"flashrank:{DEFAULT_MODEL_NAME}"
 
 
 @pytest.fixture(autouse=True)
-def _default_models(monkeypatch):
+def _default_models(monkeypatch, tmp_path):
     for name in ("EVIDENCE_RERANKER", "EVIDENCE_CROSS_ENCODER_MODEL", "EVIDENCE_RERANKER_MODEL",
-                 "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+                 "EVIDENCE_EMBEDDING_RUNTIME", "HTTPS_PROXY", "https_proxy", "ALL_PROXY",
+                 "all_proxy"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("EVIDENCE_ONNX_CACHE_DIR", str(tmp_path / "onnx-cache"))
 
 
 @pytest.fixture
@@ -94,9 +98,13 @@ def test_one_line_per_model_with_where_it_is_read_from(capsys, network, tmp_path
     assert embedding["name"] == "all-MiniLM-L6-v2"
     assert embedding["present"] is True
     assert Path(embedding["location"], "config.json").exists()
-    assert embedding["runtime"].startswith("sentence-transformers ")
-    assert "torch" in embedding["runtime"]
-    assert "note" not in embedding
+    # ONNX Runtime, once the export is made and checked (nothing is exported to report it)
+    assert embedding["runtime"] == (
+        f"onnxruntime {version('onnxruntime')} (cpu), to be exported from "
+        f"{embedding['location']} to {export_folder(tmp_path) / 'model.onnx'} and checked "
+        "against torch (cosine >= 0.9999) at first use")
+    assert not (tmp_path / "onnx-cache").exists()
+    assert "note" not in embedding and "runtime_note" not in embedding
     assert reranker["name"] == FLASHRANK
     assert reranker["location"] == str(tmp_path / "flashrank-cache" / DEFAULT_MODEL_NAME)
     assert reranker["present"] is False
@@ -106,6 +114,70 @@ def test_one_line_per_model_with_where_it_is_read_from(capsys, network, tmp_path
         "EVIDENCE_ALLOW_MODEL_DOWNLOADS=1 evidence models --download, or copy the model folder "
         f"to {reranker['location']}.")
     assert network.attempts == []
+
+
+def export_folder(tmp_path: Path) -> Path:
+    return find_export("all-MiniLM-L6-v2", tmp_path / "onnx-cache").folder
+
+
+def test_the_torch_runtime_when_asked_for(capsys, monkeypatch):
+    monkeypatch.setenv("EVIDENCE_EMBEDDING_RUNTIME", "torch")
+    embedding = by_role(run(capsys)[1])["embedding"]
+    assert embedding["runtime"] == (f"sentence-transformers {version('sentence-transformers')} "
+                                    f"on torch {version('torch')} (cpu)")
+    assert "runtime_note" not in embedding
+
+
+@pytest.mark.model
+def test_prepare_exports_and_checks_the_model_before_first_use(capsys, tmp_path):
+    code, lines, err = run(capsys, "--prepare")
+    assert code == 0 and err == []
+    embedding = by_role(lines)["embedding"]
+    folder = export_folder(tmp_path)
+    assert (folder / "model.onnx").is_file()
+    assert json.loads((folder / "check.json").read_text())["min_cosine"] >= 0.9999
+    assert embedding["runtime"].startswith(f"onnxruntime {version('onnxruntime')} (cpu), "
+                                           f"exported from {embedding['location']} to {folder}")
+    assert "check: min cosine 0.99999" in embedding["runtime"]
+    # a second run finds the export and does not make it again
+    made = (folder / "model.onnx").stat().st_mtime_ns
+    assert run(capsys, "--prepare")[0] == 0
+    assert (folder / "model.onnx").stat().st_mtime_ns == made
+
+
+def record_a_check(tmp_path: Path, min_cosine: float) -> None:
+    """check.json as an export that reached `min_cosine` leaves it."""
+    folder = export_folder(tmp_path)
+    folder.mkdir(parents=True)
+    (folder / "check.json").write_text(json.dumps(
+        {"format": EXPORT_FORMAT, "min_cosine": min_cosine, "texts": 64, "optimized": False}))
+
+
+def test_a_failed_check_is_reported_with_its_figure(capsys, monkeypatch, tmp_path):
+    record_a_check(tmp_path, 0.9871)
+    embedding = by_role(run(capsys)[1])["embedding"]
+    assert embedding["runtime"].startswith("sentence-transformers ")
+    assert embedding["runtime_note"] == (
+        "torch runs the model, not ONNX Runtime: its ONNX export's vectors differ from torch's "
+        "(min cosine 0.9871000 on 64 texts, below 0.9999).")
+
+    monkeypatch.setenv("EVIDENCE_EMBEDDING_RUNTIME", "onnx")
+    embedding = by_role(run(capsys)[1])["embedding"]
+    assert embedding["runtime"] == "none"
+    assert embedding["runtime_note"].startswith(
+        "EVIDENCE_EMBEDDING_RUNTIME=onnx, but the model cannot run on ONNX Runtime: its ONNX "
+        "export's vectors differ from torch's (min cosine 0.9871000 on 64 texts, below 0.9999)"
+        "; nothing can be embedded until")
+
+
+def test_a_passed_check_is_reported_with_its_figure(capsys, tmp_path):
+    record_a_check(tmp_path, 0.99999988)
+    embedding = by_role(run(capsys)[1])["embedding"]
+    assert embedding["runtime"] == (
+        f"onnxruntime {version('onnxruntime')} (cpu), exported from {embedding['location']} "
+        f"to {export_folder(tmp_path) / 'model.onnx'}, check: min cosine 0.9999999 on 64 "
+        "texts")
+    assert "runtime_note" not in embedding
 
 
 def test_a_flashrank_model_on_disk_is_present(capsys, network, tmp_path):

@@ -21,10 +21,12 @@ import core.embedding
 from core.config import Settings
 from core.embedding import SentenceTransformerEmbedder, configure_hub_access
 from core.errors import ModelUnavailableError
+from core.onnx_embedding import OnnxEmbedder
 from core.rerank import FlashRankReranker, load_reranker
 from core.workbench import Workbench
 from tests.chroma_server import ChromaServer
 from tests.conftest import AES_CRITERION, REPO, SAMPLE_DATA
+from tests.support.onnx_export import shared_onnx_cache
 
 MISSING_HUB_MODEL = "no-such-org/no-such-sentence-model"
 FLASHRANK_MODEL = "ms-marco-TinyBERT-L-2-v2"
@@ -178,7 +180,22 @@ def test_every_hub_request_of_an_allowed_download_carries_the_timeout(
 
 def test_the_workbench_hands_its_timeout_setting_to_the_embedder(tmp_path):
     settings = Settings(store=tmp_path / "store", model_download_timeout_s=4.5)
+    assert Workbench(settings).embedder.torch_embedder.download_timeout_s == 4.5
+    settings = settings.model_copy(update={"embedding_runtime": "torch"})
     assert Workbench(settings).embedder.download_timeout_s == 4.5
+
+
+@pytest.mark.model
+def test_the_onnx_runtime_is_exported_and_started_without_the_network(no_network,
+                                                                      tmp_path_factory,
+                                                                      real_embedder):
+    """Exported from the installed weights (when this is the session's first export) and
+    started from the cache: neither looks for anything beyond this machine."""
+    cache = shared_onnx_cache(tmp_path_factory.getbasetemp(), real_embedder)
+    embedder = OnnxEmbedder(real_embedder, cache_dir=cache, required=True)
+    assert embedder.embed([AES_CRITERION]).shape == (1, 384)
+    assert embedder.runtime == "onnx"
+    assert no_network == []
 
 
 @pytest.mark.parametrize("configured_by", ["argument", "settings"])
@@ -289,13 +306,17 @@ def strace(tmp_path):
 
 @pytest.mark.server
 @pytest.mark.model
-def test_cli_and_chroma_server_connect_to_nothing_but_this_machine(strace, tmp_path):
+def test_cli_and_chroma_server_connect_to_nothing_but_this_machine(strace, tmp_path,
+                                                                   tmp_path_factory):
     """The CLI with the real model and the ChromaDB server, each traced by strace from its
     start: every connection they open goes to 127.0.0.1 or a local socket, whatever a
     library might want to report. The CLI ingests into an embedded store, a server is
     started on that folder, and the CLI retrieves and reports status through it. (Without
-    ORT_DISABLE_TELEMETRY, the retrieve resolves ONNX Runtime's telemetry host here.)"""
-    env = own_environment(EVIDENCE_RERANKER_CACHE_DIR=str(tmp_path / "no-models"))
+    ORT_DISABLE_TELEMETRY, the retrieve resolves ONNX Runtime's telemetry host here.) The
+    model runs on ONNX Runtime, exported by the first command unless this session has."""
+    env = own_environment(EVIDENCE_RERANKER_CACHE_DIR=str(tmp_path / "no-models"),
+                          EVIDENCE_ONNX_CACHE_DIR=str(tmp_path_factory.getbasetemp()
+                                                      / "onnx-cache"))
     payload = SAMPLE_DATA / "vendors/acme/questionnaires/round_1.json"
 
     def run_cli(name: str, *args: str) -> str:
