@@ -15,7 +15,12 @@ st.set_page_config(page_title="Evidence precedence workbench", layout="wide")
 if problem := installation_problem():  # another distribution's `core` beside ours
     st.error(problem)
     st.stop()
-resources.ensure_sample_data(resources.get_workbench())
+views = Path(__file__).parent / "views"
+if resources.sample_indexing(resources.get_workbench()) is not None:
+    # First start on an empty store: one page shows the indexing until the store is ready.
+    st.navigation([st.Page(views / "first_start.py", title="Indexing the sample data",
+                           icon=":material/hourglass_top:")]).run()
+    st.stop()
 
 vendors = resources.vendor_ids()
 criteria = resources.sample_criteria()
@@ -41,7 +46,6 @@ with st.sidebar:
         help="Each seed design, run on the same store.",
     )
 
-views = Path(__file__).parent / "views"
 page = st.navigation({
     "Criterion": [
         st.Page(views / "overview.py", title="Criterion overview", icon=":material/summarize:",

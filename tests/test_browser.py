@@ -1,7 +1,7 @@
 """The real dashboard in a real browser: `streamlit run` on 127.0.0.1 against an empty
-store (first start indexes sample_data with the real model) and a folder of recorded
-benchmark results, every page walked in headless Chromium, a criterion typed in, the
-strategies compared live, screenshots saved under tests/artifacts/."""
+store (first start shows the indexing of sample_data with the real model, then the pages)
+and a folder of recorded benchmark results, every page walked in headless Chromium, a
+criterion typed in, the strategies compared live, screenshots saved under tests/artifacts/."""
 
 from __future__ import annotations
 
@@ -31,10 +31,11 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-sync"]
 
 
-@pytest.fixture(scope="module")
-def dashboard_url(tmp_path_factory):
-    """The app started the way the README starts it, on a fresh empty store."""
-    work = tmp_path_factory.mktemp("browser")
+@contextlib.contextmanager
+def _dashboard(work: Path):
+    """`streamlit run dashboard/app.py` as the README runs it, on an empty store in `work`,
+    with recorded benchmark results and no models but the embedding model; yields the URL
+    once the server answers, and the monotonic time the process was started at."""
     write_results(work / "results")
     port = free_port()
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_LLM_")},
@@ -59,7 +60,7 @@ def dashboard_url(tmp_path_factory):
                     if reply.status == 200:
                         break
             except OSError:
-                time.sleep(0.2)
+                time.sleep(0.1)
         yield url, started
     finally:
         server.terminate()
@@ -68,6 +69,13 @@ def dashboard_url(tmp_path_factory):
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def dashboard_url(tmp_path_factory):
+    """The app started the way the README starts it, on a fresh empty store."""
+    with _dashboard(tmp_path_factory.mktemp("browser")) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
@@ -137,16 +145,44 @@ def _shot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
+def test_first_start_shows_the_indexing_then_the_pages(tmp_path_factory, browser):
+    """The README's run command on an empty store of its own: the indexing page first, then
+    the Criterion overview of the sample vendors, each timed from the process start."""
+    with _dashboard(tmp_path_factory.mktemp("first-start")) as (url, started):
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        page.goto(url)
+        page.get_by_role("heading", name="Indexing the sample data").first.wait_for(
+            timeout=120_000)
+        titled_s = time.monotonic() - started
+        with contextlib.suppress(PlaywrightTimeout):  # a step of the sample data under way
+            page.wait_for_function(
+                "() => document.querySelector('[data-testid=\"stMain\"]')"
+                ".innerText.includes(' texts · ')", timeout=60_000)
+        _shot(page, "first_start_indexing")
+        page.get_by_role("heading", name="Criterion overview").first.wait_for(timeout=600_000)
+        page.get_by_test_id("stMain").get_by_text(criterion_hash(AES_CRITERION)).first.wait_for(
+            timeout=180_000)
+        _wait_until_idle(page)
+        usable_s = time.monotonic() - started
+        text = _main_text(page)
+        _shot(page, "first_start_ready")
+        page.close()
+    print(f"\nfirst start, from process start: the indexing page in {titled_s:.1f} s, "
+          f"a usable Criterion overview in {usable_s:.1f} s")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "first_start_seconds.txt").write_text(
+        f"indexing page {titled_s:.1f}\nusable criterion page {usable_s:.1f}\n")
+    assert "Vendor acme" in text  # the first sample vendor, selected
+    assert "Done: " not in text  # nothing of the indexing page is left on it
+
+
 def test_a_reviewer_walks_every_page(dashboard_url, browser):
     url, started = dashboard_url
     page = browser.new_page(viewport={"width": 1440, "height": 2600})
     page.goto(url)
     page.get_by_role("heading", name="Criterion overview").first.wait_for(timeout=300_000)
     _wait_until_idle(page)
-    ready_s = time.monotonic() - started
-    print(f"\nfirst start to a usable first page: {ready_s:.1f} s")
-    (ARTIFACTS).mkdir(parents=True, exist_ok=True)
-    (ARTIFACTS / "first_start_seconds.txt").write_text(f"{ready_s:.1f}\n")
+    print(f"\nfirst start to a usable first page: {time.monotonic() - started:.1f} s")
 
     # The reviewer types a criterion of their own into the sidebar's criterion box...
     _type_criterion(page, TYPED_CRITERION)

@@ -84,8 +84,10 @@ def _workbook_created(path: Path) -> str | None:
 
 
 def ingest_sample(workbench, root: Path = DEFAULT_SAMPLE_DIR,
-                  progress: Callable[[str, int, int], None] | None = None) -> list[dict]:
-    """Ingest every step of the sample plan; re-running changes nothing that is unchanged."""
+                  progress: Callable[[str, int, int], None] | None = None,
+                  detail: Callable[[str, int, int], None] | None = None) -> list[dict]:
+    """Ingest every step of the sample plan; re-running changes nothing that is unchanged.
+    `progress` hears of each step, `detail` of the files read and texts embedded in it."""
     steps = sample_plan(root)
     payloads = {step: _sample_round(workbench, step)
                 for step in steps if step.kind == "questionnaire"}
@@ -94,11 +96,11 @@ def ingest_sample(workbench, root: Path = DEFAULT_SAMPLE_DIR,
         if progress:
             progress(step.label, i - 1, len(steps))
         if step.kind == "questionnaire":
-            report = workbench.ingest_questionnaire(payloads[step])
+            report = workbench.ingest_questionnaire(payloads[step], progress=detail)
         else:
             report = workbench.ingest_documents(step.vendor_id, step.paths,
                                                 doc_type=step.doc_type,
-                                                round_number=step.round_number)
+                                                round_number=step.round_number, progress=detail)
         reports.append(report.model_dump(mode="json"))
     if progress:
         progress("done", len(steps), len(steps))

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from core.config import Settings
+from core.errors import ModelUnavailableError
 from core.hashing import criterion_hash
 from core.workbench import Workbench
 from dashboard import resources
@@ -31,23 +35,139 @@ def app() -> AppTest:
     return AppTest.from_file(str(DASHBOARD / "app.py"), default_timeout=300)
 
 
-def test_first_start_indexes_the_sample_data_then_opens_ready(tmp_path, monkeypatch):
+class GatedEmbedder(FakeEmbedder):
+    """The fake embedder, holding every call until the test opens the gate: the indexing
+    can be watched while it runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+
+    def embed(self, texts):
+        assert self.gate.wait(timeout=120), "the test never opened the gate"
+        return super().embed(texts)
+
+
+class MissingModelEmbedder(FakeEmbedder):
+    """An embedding model that is not installed: it fails to load."""
+
+    def warm_up(self) -> None:
+        raise ModelUnavailableError("The embedding model 'all-MiniLM-L6-v2' is not on this "
+                                    "machine and model downloads are off.")
+
+
+ACME_FILES_READ = "read 8 of 8 files"  # sample_data/vendors/acme/documents
+
+
+def _empty_workbench(tmp_path, monkeypatch, embedder) -> Workbench:
     bench = Workbench(Settings(store=tmp_path / "empty", reranker_cache_dir=tmp_path / "none"),
-                      embedder=FakeEmbedder(), reranker=FakeReranker())
+                      embedder=embedder, reranker=FakeReranker())
     monkeypatch.setattr(resources, "make_workbench", lambda: bench)
     st.cache_resource.clear()
     st.cache_data.clear()
     assert bench.vendor_ids() == []
+    return bench
+
+
+def _wait_for_first_embedding(bench: Workbench) -> None:
+    """Until the indexing has read acme's documents and waits at the gate to embed them."""
+    for _ in range(600):  # bounded: the thread gets there in well under a second
+        status = resources.sample_indexing(bench)
+        if status is not None and status.detail == ACME_FILES_READ:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the indexing never reached acme's documents")
+
+
+def _shown(texts) -> str:
+    """Texts as the reader sees them: the markdown escapes taken out."""
+    return " ".join(texts).replace("\\", "")
+
+
+def _progress_text(at: AppTest) -> str:
+    return _shown(p.proto.text for p in at.get("progress"))
+
+
+def test_first_start_shows_the_indexing_at_once_then_opens_the_pages(tmp_path, monkeypatch):
+    embedder = GatedEmbedder()
+    bench = _empty_workbench(tmp_path, monkeypatch, embedder)
+    try:
+        at = app().run()  # returns while the sample data is still being indexed
+        assert not at.exception
+        assert at.title[0].value == "Indexing the sample data"
+        _wait_for_first_embedding(bench)
+        at.run()
+        assert at.title[0].value == "Indexing the sample data"
+        assert _progress_text(at).startswith(
+            "Step 1 of 17: acme: documents (access_control_policy.md, ")
+        assert _shown(m.value for m in at.markdown).startswith(f"{ACME_FILES_READ} · ")
+        assert _shown(m.value for m in at.markdown).endswith(" s elapsed")
+        assert "Done: Loading the embedding model fake-bag-of-words (" in _shown(
+            c.value for c in at.caption)
+        assert not at.sidebar.selectbox  # no page to pick a vendor on yet
+    finally:
+        embedder.gate.set()
+    assert resources.wait_for_sample_indexing(bench, timeout=120)
+
+    at.run()
+
+    assert not at.exception
+    assert bench.vendor_ids() == ["acme", "northwind"]
+    assert at.title[0].value == "Criterion overview"
+    assert at.sidebar.selectbox(key="vendor").options == ["acme", "northwind"]
+    assert at.sidebar.selectbox(key="criterion").value == AES_CRITERION
+    statuses = {s.vendor_id: s for s in bench.status()}
+    assert statuses["acme"].rounds == [1, 2, 3, 4, 5]
+    st.cache_resource.clear()
+    st.cache_data.clear()
+
+
+def test_a_second_session_watches_the_same_indexing(tmp_path, monkeypatch):
+    embedder = GatedEmbedder()
+    bench = _empty_workbench(tmp_path, monkeypatch, embedder)
+    started = []
+    real_ingest = resources.ingest_sample
+    monkeypatch.setattr(resources, "ingest_sample",
+                        lambda *args: started.append(args) or real_ingest(*args))
+    try:
+        first = app().run()
+        _wait_for_first_embedding(bench)
+        second = app().run()
+        assert [first.title[0].value, second.title[0].value] == ["Indexing the sample data"] * 2
+        assert "acme" in _progress_text(second)
+    finally:
+        embedder.gate.set()
+    assert resources.wait_for_sample_indexing(bench, timeout=120)
+
+    assert second.run().title[0].value == "Criterion overview"
+    assert first.run().title[0].value == "Criterion overview"
+    assert len(started) == 1
+    st.cache_resource.clear()
+    st.cache_data.clear()
+
+
+def test_a_failed_indexing_shows_one_sentence_and_can_be_tried_again(tmp_path, monkeypatch):
+    bench = _empty_workbench(tmp_path, monkeypatch, MissingModelEmbedder())
+    app().run()
+    assert resources.wait_for_sample_indexing(bench, timeout=60)
 
     at = app().run()
 
     assert not at.exception
-    assert bench.vendor_ids() == ["acme", "northwind"]
-    assert at.sidebar.selectbox(key="vendor").options == ["acme", "northwind"]
-    assert at.sidebar.selectbox(key="criterion").value == AES_CRITERION
+    assert at.title[0].value == "Indexing the sample data"
+    assert [e.value for e in at.error] == [
+        "Indexing the sample data failed: The embedding model 'all-MiniLM-L6-v2' is not on "
+        "this machine and model downloads are off."]
+    assert bench.vendor_ids() == []
+
+    bench._embedder = FakeEmbedder()  # the model installed, the reviewer tries again
+    at.button[0].click().run()
+    assert resources.wait_for_sample_indexing(bench, timeout=120)
+    at.run()
+
+    assert not at.exception
     assert at.title[0].value == "Criterion overview"
-    statuses = {s.vendor_id: s for s in bench.status()}
-    assert statuses["acme"].rounds == [1, 2, 3, 4, 5]
+    assert bench.vendor_ids() == ["acme", "northwind"]
     st.cache_resource.clear()
     st.cache_data.clear()
 
