@@ -1,7 +1,11 @@
 """The crowding curve: `evidence bench` at 1k, 10k and 100k chunks, one JSON result per
-size in benchmarks/results/, then the fraction of hash-linked follow-ups each strategy puts
-in the context, per size, as crowding.json and a plotly chart (crowding.html, and
-crowding.png where a Chromium is at hand to draw it).
+size in benchmarks/results/, then the fraction of hash-linked follow-ups each strategy
+(`hybrid` among them) and the `ask` turn put in the context, per size, as crowding.json and a
+plotly chart (crowding.html, and crowding.png where a Chromium is at hand to draw it).
+
+Every size asks the same criteria, with the same answers planted in the same rounds (the
+corpus draws them from a random stream of their own), so only the policy text around them
+grows; crowding.json says whether the recorded runs did (`same_criteria`).
 
     python benchmarks/crowding.py                      # all three sizes, then the chart
     python benchmarks/crowding.py --sizes 1000 10000   # some sizes
@@ -59,6 +63,10 @@ def draw(results_dir: Path) -> None:
     if not loaded.results:
         raise SystemExit(f"No bench-*.json results in {results_dir}.")
     curve = crowding_curve(loaded.results)
+    if not curve["same_criteria"]:
+        print("  note: the recorded sizes did not all ask the same criteria (or did not record "
+              "which they asked); re-run them with the same --queries and seed.",
+              file=sys.stderr)
     (results_dir / "crowding.json").write_text(json.dumps(curve, indent=2) + "\n",
                                                encoding="utf-8")
     figure = crowding_figure(curve["sizes"], curve["linked_in_context"])

@@ -150,7 +150,8 @@ def library_counts_figure(by_type: Mapping[str, Mapping[str, int]]) -> go.Figure
 
 
 STRATEGY_COLORS = {"precedence": HIGHLIGHT, "tiered": GREEN, "hash_extraction": AMBER,
-                   "doc_boost": PURPLE, "semantic": GREY}
+                   "doc_boost": PURPLE, "semantic": GREY, "hybrid": MID_BLUE,
+                   "ask": LIGHT_BLUE}
 STAGE_COLORS = [BLUE, MID_BLUE, LIGHT_BLUE, GREEN, "#6fbf73", AMBER, "#f0b94a", PURPLE, "#c39bd3",
                 GREY, LIGHT_GREY]
 # Left out of stage charts: the total would count every stage twice, and loading the model

@@ -32,6 +32,21 @@ def test_the_same_seed_gives_the_same_corpus_and_another_seed_another():
     assert first.texts() != other.texts()
 
 
+def test_every_size_asks_the_same_criteria_with_the_same_planted_answers():
+    small, large = generate_corpus(300, 20), generate_corpus(3000, 20)
+
+    assert [q.criterion for q in small.queries] == [q.criterion for q in large.queries]
+    assert [q.planted for q in small.queries] == [q.planted for q in large.queries]
+    assert small.payloads == large.payloads
+    assert small.distractor_criteria == large.distractor_criteria
+    assert small.criteria_digest() == large.criteria_digest()
+    assert generate_corpus(300, 21).criteria_digest() != small.criteria_digest()
+    # Only the policy text around the answers grows.
+    assert (small.chunks, large.chunks) == (300, 3000)
+    responses = small.followup_responses
+    assert small.texts()[-responses:] == large.texts()[-responses:]
+
+
 @pytest.mark.parametrize("chunks", [100, 1000, 2500])
 def test_the_chunker_makes_exactly_the_chunks_asked_for(tmp_path, chunks):
     corpus = generate_corpus(chunks, 5)
@@ -108,11 +123,11 @@ def test_bad_arguments_are_refused_in_one_sentence(capsys, args, message):
     assert len(captured.err.strip().splitlines()) == 1
 
 
-def _result(chunks: int, linked: dict[str, float], date: str = "2026-11-21T10:00:00+00:00"
-            ) -> BenchResult:
+def _result(chunks: int, linked: dict[str, float], date: str = "2026-11-21T10:00:00+00:00",
+            digest: str | None = "c0ffee") -> BenchResult:
     strategies = list(linked)
     return BenchResult(
-        chunks=chunks, queries=50, followup_responses=160, seed=1,
+        chunks=chunks, queries=50, followup_responses=160, seed=1, criteria_digest=digest,
         embedding_model="all-MiniLM-L6-v2", reranker={"name": "none", "ran": False, "reason": ""},
         encode_per_s=40.0, encode_texts=chunks, ingest_per_s=36.0, ingest_texts=chunks,
         ingest_vs_encode=0.9, floor_ms_p50=25.0, floor_ms_p95=30.0,
@@ -143,12 +158,53 @@ def test_the_crowding_curve_takes_the_latest_run_of_each_size(tmp_path):
     assert curve["sizes"] == [1000, 10_000, 100_000]
     assert curve["linked_in_context"] == {"precedence": [1.0, 1.0, 1.0],
                                           "semantic": [0.4, 0.1, 0.05]}
+    assert curve["same_criteria"] is True
+
+
+def test_the_crowding_curve_says_when_the_sizes_asked_different_criteria():
+    same = [_result(1000, {"precedence": 1.0}), _result(10_000, {"precedence": 1.0})]
+    other = [same[0], _result(10_000, {"precedence": 1.0}, digest="d15ea5e")]
+    unrecorded = [same[0], _result(10_000, {"precedence": 1.0}, digest=None)]
+
+    assert crowding_curve(same)["same_criteria"] is True
+    assert crowding_curve(other)["same_criteria"] is False
+    assert crowding_curve(unrecorded)["same_criteria"] is False
 
 
 def test_a_file_that_is_not_a_bench_result_is_named_in_one_sentence():
     with pytest.raises(ValueError, match=r"^x.json is not an `evidence bench --format json` "
                                          r"result: chunks: Field required\.$"):
         parse_result(json.dumps({"queries": 3}), "x.json")
+
+
+def test_a_result_recorded_before_the_runtime_was_measured_still_loads():
+    recorded = _result(10_000, {"precedence": 1.0}).model_dump(mode="json")
+    for key in ("encode_per_s_torch", "encode_per_s_runtime", "runtime", "criteria_digest"):
+        del recorded[key]
+
+    result = parse_result(json.dumps(recorded), "bench-10000.json")
+
+    assert (result.runtime, result.encode_per_s_runtime) == (None, None)
+    assert "encode (torch)      40.0 texts/s" in format_table(result)
+
+
+def test_the_table_shows_the_runtime_and_the_ask_turns():
+    result = _result(10_000, {"precedence": 1.0, "ask": 1.0}).model_copy(update={
+        "runtime": "onnx", "encode_per_s_torch": 40.0, "encode_per_s_runtime": 71.5,
+        "ingest_per_s": 68.0, "ingest_vs_encode": 1.7})
+    result.retrieve_ms_p50["ask_continuation"] = 61.0
+    result.retrieve_ms_p95["ask_continuation"] = 75.0
+    result.ratio_to_floor["ask_continuation"] = 2.44
+
+    lines = format_table(result).splitlines()
+
+    assert any(line.startswith("  encode (torch)      40.0 texts/s") for line in lines)
+    assert any(line.startswith("  encode (onnx)       71.5 texts/s") for line in lines)
+    assert any("1.70x the torch encode" in line for line in lines)
+    [ask] = [line for line in lines if line.startswith("  ask ")]
+    assert ask.split()[1:] == ["30.0", "40.0", "1.20", "100/100", "(100%)"]
+    [continuation] = [line for line in lines if line.startswith("  ask_continuation ")]
+    assert continuation.split()[1:] == ["61.0", "75.0", "2.44", "-"]
 
 
 @pytest.mark.model
@@ -158,22 +214,30 @@ def test_evidence_bench_measures_every_strategy_in_one_run(capsys):
     [line] = captured.out.strip().splitlines()
     result = BenchResult.model_validate_json(line)
 
+    measured = [*STRATEGIES, "ask", "ask_continuation"]
     assert (result.chunks, result.queries) == (300, 8)
-    assert set(result.retrieve_ms_p50) == set(STRATEGIES)
-    assert set(result.linked_in_context) == set(STRATEGIES)
-    assert result.linked_in_context["precedence"] == 1.0
-    assert result.linked_reached["precedence"] == result.linked_expected >= 8
+    assert set(result.retrieve_ms_p50) == set(result.ratio_to_floor) == set(measured)
+    # A continuation asks no criterion: it has no linked follow-ups to count.
+    assert set(result.linked_in_context) == {*STRATEGIES, "ask"}
+    for path in ("precedence", "hybrid", "ask"):
+        assert result.linked_in_context[path] == 1.0
+        assert result.linked_reached[path] == result.linked_expected >= 8
     assert result.encode_per_s > 0 and result.ingest_per_s > 0
+    assert result.encode_per_s_torch == result.encode_per_s
+    assert result.runtime and result.encode_per_s_runtime > 0
     assert result.encode_texts == result.ingest_texts == 300 + result.followup_responses
     assert result.floor_ms_p50 > 0
-    assert all(result.retrieve_ms_p95[s] >= result.retrieve_ms_p50[s] for s in STRATEGIES)
+    assert all(result.retrieve_ms_p95[s] >= result.retrieve_ms_p50[s] > 0 for s in measured)
     assert "embed_query" in result.stage_ms_p50["precedence"]
-    # The retrieve figures come from a fresh process, not from the one that ingested.
-    assert 0 < result.peak_rss_mb != result.ingest_peak_rss_mb
+    assert {"embed_question", "first_stage", "save"} <= set(result.stage_ms_p50["ask"])
+    assert result.stage_ms_p50["ask_continuation"]["history"] > 0
+    # Ingest and retrieval each ran in a fresh process of its own.
+    assert 0 < result.peak_rss_mb != result.ingest_peak_rss_mb > 0
+    assert {"generate", "encode", "ingest", "retrieve"} <= set(result.phase_s)
     assert result.reranker["ran"] is False  # no FlashRank model on this machine
 
     table = format_table(result)
-    for name in STRATEGIES:
+    for name in measured:
         assert name in table
     assert "x floor" in table and "300 chunks" in table
 

@@ -6,6 +6,7 @@ the chunker keeps each one as exactly one chunk: a corpus asked for N chunks hol
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -87,6 +88,12 @@ class Corpus:
     @property
     def followup_responses(self) -> int:
         return sum(len(p["responses"]) for p in self.payloads)
+
+    def criteria_digest(self) -> str:
+        """A fingerprint of the criteria asked, in order: two runs with the same one asked
+        the same questions, so their figures can be set side by side."""
+        joined = "\n".join(q.criterion for q in self.queries)
+        return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:16]
 
     def texts(self) -> list[str]:
         """Every text the ingest embeds, as the store will hold it."""
@@ -185,6 +192,12 @@ def _documents(chunks: int, rng: random.Random) -> list[GeneratedDocument]:
     return documents
 
 
+def questionnaire_random(seed: int) -> random.Random:
+    """The stream the criteria, their planted answers and the noise are drawn from: seeded
+    apart from the documents' stream, so the corpus size does not move it."""
+    return random.Random(f"questionnaires-{seed}")
+
+
 def _response(criterion: str | None, question: str, answer: str) -> dict:
     response = {"question_text": question, "answer_text": answer}
     if criterion is not None:
@@ -194,9 +207,13 @@ def _response(criterion: str | None, question: str, answer: str) -> dict:
 
 def generate_corpus(chunks: int, queries: int, seed: int = DEFAULT_SEED,
                     vendor_id: str = VENDOR_ID) -> Corpus:
-    """The same arguments always give the same corpus, byte for byte."""
-    rng = random.Random(seed)
-    documents = _documents(chunks, rng)
+    """The same arguments always give the same corpus, byte for byte.
+
+    The documents and the questionnaire rounds come from two random streams of the seed, so
+    every corpus size asks the same criteria, with the same answers planted in the same
+    rounds: only the policy text around them grows."""
+    documents = _documents(chunks, random.Random(seed))
+    rng = questionnaire_random(seed)
 
     criteria = all_criteria()
     chosen = rng.sample(range(len(criteria)), queries)

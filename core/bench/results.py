@@ -56,22 +56,27 @@ def result_file_name(result: BenchResult) -> str:
 
 
 def crowding_curve(results: list[BenchResult]) -> dict:
-    """Per strategy, the fraction of hash-linked follow-ups that reached the context at each
-    corpus size (the latest run of each size)."""
+    """Per strategy (and the `ask` turn), the fraction of hash-linked follow-ups that reached
+    the context at each corpus size, with the times (the latest run of each size)."""
     latest: dict[int, BenchResult] = {}
     for result in results:
         if result.chunks not in latest or result.date >= latest[result.chunks].date:
             latest[result.chunks] = result
     sizes = sorted(latest)
     strategies = list(dict.fromkeys(s for n in sizes for s in latest[n].linked_in_context))
+    digests = [latest[n].criteria_digest for n in sizes]
     return {
         "sizes": sizes,
         "linked_expected": [latest[n].linked_expected for n in sizes],
         "queries": [latest[n].queries for n in sizes],
+        # True when every size asked the same criteria (runs that record which they asked).
+        "same_criteria": bool(digests) and None not in digests and len(set(digests)) == 1,
         "linked_in_context": {
             s: [latest[n].linked_in_context.get(s) for n in sizes] for s in strategies},
         "retrieve_ms_p50": {
             s: [latest[n].retrieve_ms_p50.get(s) for n in sizes] for s in strategies},
+        "ratio_to_floor": {
+            s: [latest[n].ratio_to_floor.get(s) for n in sizes] for s in strategies},
         "floor_ms_p50": [latest[n].floor_ms_p50 for n in sizes],
         "dates": [latest[n].date for n in sizes],
     }

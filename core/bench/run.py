@@ -1,12 +1,16 @@
 """`evidence bench`: build a throw-away store from the generated corpus and measure, in one
-run, raw encoding against ingest, and every strategy against the floor (the query
-embedding plus one bare ChromaDB query).
+run, raw encoding against ingest, every strategy and a conversation turn against the floor
+(the query embedding plus one bare ChromaDB query).
 
-Retrieval is measured in a fresh process, so that its peak memory is what a process that
-only retrieves (the dashboard, `evidence retrieve`) needs, not what the ingest left behind."""
+sentence-transformers' own encode (torch) is the reference every run is measured against;
+the configured embedding runtime's encode, the ingest and the retrieval run on that runtime.
+The ingest and the retrieval each run in a fresh process, so that each one's peak memory is
+what a process that only ingests (`evidence ingest`) or only retrieves (the dashboard,
+`evidence retrieve`) needs, not what the step before it left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -18,7 +22,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -28,13 +32,23 @@ from core.errors import EvidenceError, UserInputError
 from core.quality import ids_in_context, percentile
 from core.reports import Progress
 
+if TYPE_CHECKING:
+    from core.embedding import Embedder
+
 FLOOR = "floor"
+# A conversation's first turn asking the criterion, and the turn after it that continues it;
+# neither with a language model (the answer is the excerpts).
+ASK, ASK_CONTINUATION = "ask", "ask_continuation"
+CONTINUATION_QUESTION = "Can you elaborate on that?"
+TORCH = "torch"
 MIN_CHUNKS, MAX_CHUNKS = 100, 1_000_000
 # The floor's window: the first-stage search of seed 000 asks for the 100 nearest.
 FLOOR_N_RESULTS = 100
 # Raw encode is timed on at most this many chunk texts: a throughput needs no more, and at
 # 100k chunks encoding them all would double a run that the model's speed already bounds.
 ENCODE_SAMPLE = 10_000
+# Texts per timed encode call (and per progress step).
+ENCODE_STEP = 2048
 WARM_UP_CRITERION = "Does the vendor publish a security contact for vulnerability reports?"
 
 
@@ -45,26 +59,35 @@ class BenchResult(BaseModel):
     queries: int
     followup_responses: int
     seed: int
+    # Corpus.criteria_digest(): equal at every size of one seed and query count.
+    criteria_digest: str | None = None
     embedding_model: str
     reranker: dict[str, Any]
+    # sentence-transformers' own encode (torch); encode_per_s_torch is the same figure.
     encode_per_s: float
+    encode_per_s_torch: float | None = None
+    # The configured embedding runtime, which ingest and retrieval ran on, and its encode.
+    runtime: str | None = None
+    encode_per_s_runtime: float | None = None
     encode_texts: int
     ingest_per_s: float
     ingest_texts: int
-    ingest_vs_encode: float
+    ingest_vs_encode: float  # ingest_per_s over the torch encode_per_s
     floor_ms_p50: float
     floor_ms_p95: float
+    # Per strategy, and for ASK and ASK_CONTINUATION (one `ask` turn each).
     retrieve_ms_p50: dict[str, float]
     retrieve_ms_p95: dict[str, float]
     # p50 of each query's retrieve time less its reranker model time, over the floor p50.
     ratio_to_floor: dict[str, float]
     stage_ms_p50: dict[str, dict[str, float]]
     stage_ms_p95: dict[str, dict[str, float]]
+    # Per strategy and for ASK; a continuation asks no criterion, so it has no figure here.
     linked_in_context: dict[str, float]
     linked_reached: dict[str, int]
     linked_expected: int
-    peak_rss_mb: float
-    ingest_peak_rss_mb: float
+    peak_rss_mb: float  # the retrieving process
+    ingest_peak_rss_mb: float  # the ingesting process, from its model loaded to its commit
     store_mb: float
     phase_s: dict[str, float]
     machine: dict[str, Any]
@@ -86,9 +109,7 @@ def run_bench(chunks: int = 10_000, queries: int = 50, *, seed: int = DEFAULT_SE
               workdir: Path | None = None) -> BenchResult:
     """Generate, encode, ingest and retrieve; the throw-away store is removed afterwards."""
     from core.embedding import SentenceTransformerEmbedder
-    from core.ingest.documents import make_splitter
     from core.strategies import STRATEGIES
-    from core.workbench import Workbench
 
     check_bench_arguments(chunks, queries)
     base = settings or Settings()
@@ -96,7 +117,10 @@ def run_bench(chunks: int = 10_000, queries: int = 50, *, seed: int = DEFAULT_SE
     root = Path(tempfile.mkdtemp(prefix="evidence-bench-", dir=workdir))
     phases: dict[str, float] = {}
     try:
-        settings = base.model_copy(update={"store": root / "store", "chroma_host": None})
+        # Everything the run writes stays under root, and no language model is asked.
+        settings = base.model_copy(update={
+            "store": root / "store", "chroma_host": None, "lexical_dir": None,
+            "llm_base_url": None, "llm_model": None})
         started = time.perf_counter()
         corpus = generate_corpus(chunks, queries, seed)
         folders = corpus.write_documents(root / "corpus")
@@ -104,41 +128,55 @@ def run_bench(chunks: int = 10_000, queries: int = 50, *, seed: int = DEFAULT_SE
         phases["generate"] = time.perf_counter() - started
         report("generating", 1, 1)
 
-        embedder = SentenceTransformerEmbedder(
+        torch_embedder = SentenceTransformerEmbedder(
             settings.embedding_model, batch_size=settings.embed_batch_size,
             allow_downloads=settings.allow_model_downloads,
             download_timeout_s=settings.model_download_timeout_s)
-        embedder.embed(["warm up the model before anything is timed"])
+        torch_embedder.embed(["warm up the model before anything is timed"])
         sample = encode_sample(texts)
-        encode_s = _time_raw_encode(embedder, sample, settings.embed_batch_size, report)
+        encode_s = _time_raw_encode(torch_embedder, sample, settings.embed_batch_size, report)
         phases["encode"] = encode_s
+        del torch_embedder  # the model is the workers' to load from here on
 
-        workbench = Workbench(settings, embedder=embedder)
-        # One-off costs of a first ingest (importing ChromaDB and the splitter, opening the
-        # store) are paid before the clock starts: the figure is the steady throughput.
-        workbench.store.client  # noqa: B018
-        make_splitter(settings.chunk_size, settings.chunk_overlap, ".txt")
-        ingest_s = _time_ingest(workbench, corpus, folders, len(texts), report)
-        phases["ingest"] = ingest_s
-        [status] = workbench.status(corpus.vendor_id)
-        if (status.chunks, status.followup_responses) != (corpus.chunks,
-                                                          corpus.followup_responses):
-            raise EvidenceError(
-                f"The benchmark store holds {status.chunks} chunks and "
-                f"{status.followup_responses} responses, not the {corpus.chunks} and "
-                f"{corpus.followup_responses} generated.")
-        ingest_rss = _peak_rss_mb()
-        del workbench
+        ingested = _run_worker({
+            "kind": "ingest", "settings": settings.model_dump(mode="json"),
+            "vendor_id": corpus.vendor_id,
+            "folders": [[doc_type, round_number, str(folder)]
+                        for (doc_type, round_number), folder in folders.items()],
+            "payloads": corpus.payloads, "texts": len(texts), "sample": sample,
+            "expected": [corpus.chunks, corpus.followup_responses],
+        }, report)
+        if ingested["encode_s"] is not None:
+            phases["encode_runtime"] = ingested["encode_s"]
+        phases["ingest"] = ingested["ingest_s"]
 
         started = time.perf_counter()
-        measured = _measure_in_fresh_process(settings, corpus, list(STRATEGIES), report)
+        measured = _run_worker({
+            "kind": "retrieve", "settings": settings.model_dump(mode="json"),
+            "vendor_id": corpus.vendor_id, "strategies": list(STRATEGIES),
+            "queries": [[q.criterion, q.expected_ids(settings.max_followup_rounds)]
+                        for q in corpus.queries],
+        }, report)
         phases["retrieve"] = time.perf_counter() - started
         store_mb = sum(f.stat().st_size for f in (root / "store").rglob("*")
                        if f.is_file()) / 2**20
-        return _summarise(corpus, embedder.name, len(sample), len(texts), encode_s, ingest_s,
-                          measured, ingest_rss, store_mb, phases)
+        return _summarise(corpus, len(sample), len(texts), encode_s, ingested, measured,
+                          store_mb, phases)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def runtime_embedder(settings: Settings) -> Embedder:
+    """The embedder of the configured runtime (`embedding_runtime`), the one the ingest and
+    the retrieval run on."""
+    from core.embedding import configured_embedder
+
+    return configured_embedder(settings)
+
+
+def runtime_name(embedder: Embedder) -> str:
+    """The runtime that embeds ("onnx", "torch"); loads the model to know."""
+    return str(embedder.runtime or TORCH)
 
 
 def encode_sample(texts: list[str]) -> list[str]:
@@ -154,20 +192,31 @@ def _time_raw_encode(embedder: Any, texts: list[str], batch_size: int,
                      report: Progress) -> float:
     """sentence-transformers' own encode on every text, the way the ingest embeds them."""
     model = embedder.model
-    step = 2048
     elapsed = 0.0
-    for start in range(0, len(texts), step):
-        part = texts[start : start + step]
+    for start in range(0, len(texts), ENCODE_STEP):
+        part = texts[start : start + ENCODE_STEP]
         began = time.perf_counter()
         model.encode(part, batch_size=batch_size, normalize_embeddings=True,
                      convert_to_numpy=True, show_progress_bar=False)
         elapsed += time.perf_counter() - began
-        report("encoding (raw)", min(start + step, len(texts)), len(texts))
+        report("torch encode", min(start + ENCODE_STEP, len(texts)), len(texts))
     return elapsed
 
 
-def _time_ingest(workbench: Any, corpus: Corpus, folders: dict, total: int,
-                 report: Progress) -> float:
+def _time_runtime_encode(embedder: Embedder, texts: list[str], report: Progress) -> float:
+    """The runtime embedder's own `embed` on every text, in the raw encode's slices."""
+    elapsed = 0.0
+    for start in range(0, len(texts), ENCODE_STEP):
+        part = texts[start : start + ENCODE_STEP]
+        began = time.perf_counter()
+        embedder.embed(part)
+        elapsed += time.perf_counter() - began
+        report("runtime encode", min(start + ENCODE_STEP, len(texts)), len(texts))
+    return elapsed
+
+
+def _time_ingest(workbench: Any, vendor_id: str, folders: list[tuple[str, int | None, Path]],
+                 payloads: list[dict], total: int, report: Progress) -> float:
     """The project's ingest: documents (read, chunk, embed, write, commit), then rounds."""
     done = 0
 
@@ -176,11 +225,11 @@ def _time_ingest(workbench: Any, corpus: Corpus, folders: dict, total: int,
             report("ingesting", min(done + finished, total), total)
 
     began = time.perf_counter()
-    for (doc_type, round_number), folder in folders.items():
-        result = workbench.ingest_documents(corpus.vendor_id, [folder], doc_type=doc_type,
+    for doc_type, round_number, folder in folders:
+        result = workbench.ingest_documents(vendor_id, [folder], doc_type=doc_type,
                                             round_number=round_number, progress=track)
         done += result.chunks_written
-    for payload in corpus.payloads:
+    for payload in payloads:
         done += workbench.ingest_questionnaire(payload, progress=track).indexed_count
     elapsed = time.perf_counter() - began
     report("ingesting", total, total)
@@ -199,16 +248,17 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
-def _measure_in_fresh_process(settings: Settings, corpus: Corpus, strategies: list[str],
-                              report: Progress) -> dict[str, Any]:
+def _restart_peak_rss() -> None:
+    """Start the peak anew from the memory in use now (Linux: /proc/self/clear_refs), so
+    that what follows is measured with the model loaded but not what loading it cost once
+    (an export, say). Where that cannot be done the peak keeps counting from the start."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+def _run_worker(job: dict[str, Any], report: Progress) -> dict[str, Any]:
     """Run `python -m core.bench.worker` on the store: the job goes in on stdin as JSON,
     progress and the result come back as JSON lines on stdout."""
-    job = {
-        "settings": settings.model_dump(mode="json"), "vendor_id": corpus.vendor_id,
-        "strategies": strategies,
-        "queries": [[q.criterion, q.expected_ids(settings.max_followup_rounds)]
-                    for q in corpus.queries],
-    }
     with tempfile.TemporaryFile("w+") as errors:
         worker = subprocess.Popen([sys.executable, "-m", "core.bench.worker"],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
@@ -220,9 +270,10 @@ def _measure_in_fresh_process(settings: Settings, corpus: Corpus, strategies: li
             for line in worker.stdout:
                 message = json.loads(line)
                 if message["kind"] == "progress":
-                    report("retrieving", message["done"], message["total"])
+                    report(message["stage"], message["done"], message["total"])
                 elif message["kind"] == "error":
-                    raise EvidenceError(f"Retrieval measurement failed: {message['error']}")
+                    raise EvidenceError(f"The {job['kind']} measurement failed: "
+                                        f"{message['error']}")
                 else:
                     result = message["result"]
             code = worker.wait()
@@ -233,18 +284,56 @@ def _measure_in_fresh_process(settings: Settings, corpus: Corpus, strategies: li
         if result is None:
             errors.seek(0)
             last = (errors.read().strip().splitlines() or ["no output"])[-1]
-            raise EvidenceError(f"The retrieval measurement process ended with exit code "
+            raise EvidenceError(f"The {job['kind']} measurement process ended with exit code "
                                 f"{code} before reporting: {last[:200]}")
         return result
+
+
+def ingest_all(settings_data: dict[str, Any], vendor_id: str,
+               folders: list[tuple[str, int | None, str]], payloads: list[dict], texts: int,
+               sample: list[str], expected: tuple[int, int], progress: Progress
+               ) -> dict[str, Any]:
+    """Time the runtime's encode (unless it is torch, which the parent timed) and the ingest
+    on the configured runtime; runs in the worker process."""
+    from core.ingest.documents import make_splitter
+    from core.workbench import Workbench
+
+    settings = Settings(**settings_data)
+    embedder = runtime_embedder(settings)
+    embedder.embed(["warm up the model before anything is timed"])
+    runtime = runtime_name(embedder)
+    encode_s = _time_runtime_encode(embedder, sample, progress) if runtime != TORCH else None
+
+    workbench = Workbench(settings, embedder=embedder)
+    # One-off costs of a first ingest (importing ChromaDB and the splitter, opening the
+    # store) are paid before the clock starts: the figure is the steady throughput.
+    workbench.store.client  # noqa: B018
+    make_splitter(settings.chunk_size, settings.chunk_overlap, ".txt")
+    _restart_peak_rss()
+    ingest_s = _time_ingest(workbench, vendor_id,
+                            [(doc_type, round_number, Path(folder))
+                             for doc_type, round_number, folder in folders],
+                            payloads, texts, progress)
+    peak = _peak_rss_mb()
+    [status] = workbench.status(vendor_id)
+    if (status.chunks, status.followup_responses) != tuple(expected):
+        raise EvidenceError(
+            f"The benchmark store holds {status.chunks} chunks and "
+            f"{status.followup_responses} responses, not the {expected[0]} and "
+            f"{expected[1]} generated.")
+    return {"ingest_s": ingest_s, "encode_s": encode_s, "runtime": runtime,
+            "embedding_model": embedder.name, "peak_rss_mb": peak}
 
 
 def retrieve_all(settings_data: dict[str, Any], vendor_id: str,
                  queries: list[tuple[str, list[str]]], strategies: list[str],
                  progress: Progress) -> dict[str, Any]:
-    """Time the floor and every strategy on each query; runs in the worker process."""
+    """Time the floor, every strategy and the two `ask` turns on each query; runs in the
+    worker process."""
     from core.workbench import Workbench
 
-    workbench = Workbench(Settings(**settings_data))
+    settings = Settings(**settings_data)
+    workbench = Workbench(settings, embedder=runtime_embedder(settings))
     collection = workbench.store.open_vendor(vendor_id).chunks
 
     def floor(criterion: str) -> float:
@@ -257,69 +346,113 @@ def retrieve_all(settings_data: dict[str, Any], vendor_id: str,
     floor(WARM_UP_CRITERION)
     for name in strategies:
         workbench.retrieve(vendor_id, WARM_UP_CRITERION, name)
+    _ask_turns(workbench, vendor_id, WARM_UP_CRITERION)
+    reranked = workbench.reranker()[1].ran
 
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in [FLOOR, *strategies]}
+    runs: dict[str, list[dict[str, Any]]] = {
+        name: [] for name in [FLOOR, *strategies, ASK, ASK_CONTINUATION]}
     reranker: dict[str, Any] = {}
-    order = [FLOOR, *strategies]
+    order = [FLOOR, *strategies, ASK]
     for index, (criterion, expected) in enumerate(queries):
         turn = index % len(order)  # rotate, so no strategy always runs on warmer caches
         for name in order[turn:] + order[:turn]:
             if name == FLOOR:
                 runs[FLOOR].append({"ms": floor(criterion)})
-                continue
-            workbench.forget_query_embeddings()  # every strategy embeds the query itself
-            began = time.perf_counter()
-            trace = workbench.retrieve(vendor_id, criterion, name)
-            elapsed = (time.perf_counter() - began) * 1000.0
-            in_context = ids_in_context(trace)
-            reranker = trace.reranker.model_dump()
-            runs[name].append({
-                "ms": elapsed, "stages": trace.timings_ms,
-                "reached": len(set(expected) & in_context), "expected": len(expected),
-                "rerank_model_ms": trace.timings_ms.get("rerank", 0.0)
-                if trace.reranker.ran else 0.0,
-            })
+            elif name == ASK:
+                first, continued = _ask_turns(workbench, vendor_id, criterion)
+                runs[ASK].append(_ask_run(first, expected, reranked))
+                runs[ASK_CONTINUATION].append(_ask_run(continued, None, reranked))
+            else:
+                workbench.forget_query_embeddings()  # every strategy embeds the query itself
+                began = time.perf_counter()
+                trace = workbench.retrieve(vendor_id, criterion, name)
+                elapsed = (time.perf_counter() - began) * 1000.0
+                in_context = ids_in_context(trace)
+                reranker = trace.reranker.model_dump()
+                runs[name].append({
+                    "ms": elapsed, "stages": trace.timings_ms,
+                    "reached": len(set(expected) & in_context), "expected": len(expected),
+                    "rerank_model_ms": trace.timings_ms.get("rerank", 0.0)
+                    if trace.reranker.ran else 0.0,
+                })
         progress("retrieving", index + 1, len(queries))
     return {"runs": runs, "reranker": reranker, "peak_rss_mb": _peak_rss_mb()}
 
 
-def _summarise(corpus: Corpus, model: str, encoded: int, texts: int,
-               encode_s: float, ingest_s: float, measured: dict[str, Any], ingest_rss: float,
-               store_mb: float, phases: dict[str, float]) -> BenchResult:
+def _ask_turns(workbench: Any, vendor_id: str, criterion: str
+               ) -> tuple[tuple[Any, float], tuple[Any, float]]:
+    """A new conversation asking the criterion, then CONTINUATION_QUESTION in it: each turn
+    from a cold query-embedding cache and timed whole, storing the turn included, as
+    `evidence ask` runs it."""
+    turns = []
+    conversation_id = None
+    for question in (criterion, CONTINUATION_QUESTION):
+        workbench.forget_query_embeddings()
+        began = time.perf_counter()
+        turn = workbench.ask(vendor_id, question, conversation_id)
+        turns.append((turn, (time.perf_counter() - began) * 1000.0))
+        conversation_id = turn.conversation_id
+    return turns[0], turns[1]
+
+
+def _ask_run(timed: tuple[Any, float], expected: list[str] | None,
+             reranked: bool) -> dict[str, Any]:
+    """One ask turn as a run: its stages with the turn's storing as `save`, and, for a
+    turn that asks the criterion, the expected follow-ups its answer cites."""
+    turn, elapsed = timed
+    stages = {**turn.timings_ms, "save": max(0.0, elapsed - turn.timings_ms.get("total", 0.0))}
+    run: dict[str, Any] = {
+        "ms": elapsed, "stages": stages,
+        "rerank_model_ms": turn.timings_ms.get("rerank", 0.0) if reranked else 0.0}
+    if expected is not None:
+        run["reached"] = len(set(expected) & set(turn.cited_ids))
+        run["expected"] = len(expected)
+    return run
+
+
+def _summarise(corpus: Corpus, encoded: int, texts: int, encode_s: float,
+               ingested: dict[str, Any], measured: dict[str, Any], store_mb: float,
+               phases: dict[str, float]) -> BenchResult:
     runs = measured["runs"]
     floor_ms = [r["ms"] for r in runs[FLOOR]]
     floor_p50 = percentile(floor_ms, 50)
-    strategies = [name for name in runs if name != FLOOR]
-    p50 = {s: round(percentile([r["ms"] for r in runs[s]], 50), 2) for s in strategies}
-    p95 = {s: round(percentile([r["ms"] for r in runs[s]], 95), 2) for s in strategies}
+    names = [name for name in runs if name != FLOOR]
+    p50 = {s: round(percentile([r["ms"] for r in runs[s]], 50), 2) for s in names}
+    p95 = {s: round(percentile([r["ms"] for r in runs[s]], 95), 2) for s in names}
     ratio = {s: round(percentile([r["ms"] - r["rerank_model_ms"] for r in runs[s]], 50)
-                      / floor_p50, 3) for s in strategies}
+                      / floor_p50, 3) for s in names}
     stage_p50: dict[str, dict[str, float]] = {}
     stage_p95: dict[str, dict[str, float]] = {}
-    for s in strategies:
-        names = list(dict.fromkeys(k for r in runs[s] for k in r["stages"]))
+    for s in names:
+        stages = list(dict.fromkeys(k for r in runs[s] for k in r["stages"]))
         stage_p50[s] = {k: round(percentile([r["stages"].get(k, 0.0) for r in runs[s]], 50), 3)
-                        for k in names}
+                        for k in stages}
         stage_p95[s] = {k: round(percentile([r["stages"].get(k, 0.0) for r in runs[s]], 95), 3)
-                        for k in names}
-    expected = sum(r["expected"] for r in runs[strategies[0]])
-    reached = {s: sum(r["reached"] for r in runs[s]) for s in strategies}
+                        for k in stages}
+    linked = [s for s in names if all("reached" in r for r in runs[s])]
+    expected = sum(r["expected"] for r in runs[linked[0]])
+    reached = {s: sum(r["reached"] for r in runs[s]) for s in linked}
     encode_rate = encoded / encode_s
-    ingest_rate = texts / ingest_s
+    runtime_rate = (encoded / ingested["encode_s"] if ingested["encode_s"] is not None
+                    else encode_rate)
+    ingest_rate = texts / ingested["ingest_s"]
     return BenchResult(
         chunks=corpus.chunks, queries=len(corpus.queries),
         followup_responses=corpus.followup_responses, seed=corpus.seed,
-        embedding_model=model, reranker=measured["reranker"],
-        encode_per_s=round(encode_rate, 1), encode_texts=encoded, ingest_texts=texts,
-        ingest_per_s=round(ingest_rate, 1),
+        criteria_digest=corpus.criteria_digest(), embedding_model=ingested["embedding_model"],
+        reranker=measured["reranker"],
+        encode_per_s=round(encode_rate, 1), encode_per_s_torch=round(encode_rate, 1),
+        runtime=ingested["runtime"], encode_per_s_runtime=round(runtime_rate, 1),
+        encode_texts=encoded, ingest_texts=texts, ingest_per_s=round(ingest_rate, 1),
         ingest_vs_encode=round(ingest_rate / encode_rate, 3),
         floor_ms_p50=round(floor_p50, 2), floor_ms_p95=round(percentile(floor_ms, 95), 2),
         retrieve_ms_p50=p50, retrieve_ms_p95=p95, ratio_to_floor=ratio,
         stage_ms_p50=stage_p50, stage_ms_p95=stage_p95,
         linked_in_context={s: round(reached[s] / expected, 4) if expected else 1.0
-                           for s in strategies},
+                           for s in linked},
         linked_reached=reached, linked_expected=expected,
-        peak_rss_mb=round(measured["peak_rss_mb"], 1), ingest_peak_rss_mb=round(ingest_rss, 1),
+        peak_rss_mb=round(measured["peak_rss_mb"], 1),
+        ingest_peak_rss_mb=round(ingested["peak_rss_mb"], 1),
         store_mb=round(store_mb, 1), phase_s={k: round(v, 1) for k, v in phases.items()},
         machine=machine_description(), date=datetime.now(UTC).isoformat(timespec="seconds"),
     )
@@ -340,29 +473,47 @@ def machine_description() -> dict[str, Any]:
 
 
 def format_table(result: BenchResult) -> str:
-    """The result for people: the run, then one row per strategy against the floor."""
+    """The result for people: the run, then one row per strategy and ask turn against the
+    floor."""
     r = result
     reranker = f"ran: {r.reranker.get('name')}" if r.reranker.get("ran") else "none ran"
+    torch_rate = r.encode_per_s_torch if r.encode_per_s_torch is not None else r.encode_per_s
+    runs_on = "the configured runtime, which ingest and retrieval ran on"
     lines = [
         f"evidence bench: {r.chunks:,} chunks, {r.followup_responses} follow-up responses, "
         f"{r.queries} criteria (seed {r.seed}), {r.embedding_model}",
-        f"  encode (raw)  {r.encode_per_s:8.1f} texts/s",
-        f"  ingest        {r.ingest_per_s:8.1f} texts/s  ({r.ingest_vs_encode:.0%} of raw encode)",
-        f"  floor         {r.floor_ms_p50:8.1f} ms p50  {r.floor_ms_p95:8.1f} ms p95  "
+        f"  {'encode (torch)':<16}{torch_rate:8.1f} texts/s  (sentence-transformers' own encode"
+        + (f"; {runs_on})" if r.runtime == TORCH else ")"),
+    ]
+    if r.runtime not in (None, TORCH) and r.encode_per_s_runtime is not None:
+        lines.append(f"  {f'encode ({r.runtime})':<16}{r.encode_per_s_runtime:8.1f} texts/s  "
+                     f"({runs_on})")
+    lines += [
+        f"  {'ingest':<16}{r.ingest_per_s:8.1f} texts/s  ({r.ingest_vs_encode:.2f}x the torch "
+        "encode)",
+        f"  {'floor':<16}{r.floor_ms_p50:8.1f} ms p50  {r.floor_ms_p95:8.1f} ms p95  "
         f"(query embedding + one collection.query(n_results={FLOOR_N_RESULTS}))",
-        f"  reranker      {reranker}",
+        f"  {'reranker':<16}{reranker}",
         "",
-        f"  {'strategy':<16}{'p50 ms':>9}{'p95 ms':>9}{'x floor':>9}   "
+        f"  {'strategy':<18}{'p50 ms':>9}{'p95 ms':>9}{'x floor':>9}   "
         "linked follow-ups in context",
     ]
     for name in r.retrieve_ms_p50:
+        linked = (f"{r.linked_reached[name]}/{r.linked_expected} "
+                  f"({r.linked_in_context[name]:.0%})" if name in r.linked_reached else "-")
         lines.append(
-            f"  {name:<16}{r.retrieve_ms_p50[name]:9.1f}{r.retrieve_ms_p95[name]:9.1f}"
-            f"{r.ratio_to_floor[name]:9.2f}   {r.linked_reached[name]}/{r.linked_expected} "
-            f"({r.linked_in_context[name]:.0%})")
+            f"  {name:<18}{r.retrieve_ms_p50[name]:9.1f}{r.retrieve_ms_p95[name]:9.1f}"
+            f"{r.ratio_to_floor[name]:9.2f}   {linked}")
+    if ASK in r.retrieve_ms_p50:
+        lines += [
+            "",
+            f"  {ASK}: a new conversation's first turn asking the criterion, no language "
+            "model, stored;",
+            f"  {ASK_CONTINUATION}: \"{CONTINUATION_QUESTION}\" next in that conversation.",
+        ]
     lines += [
         "",
-        f"  peak memory   {r.peak_rss_mb:.0f} MB retrieving (fresh process), "
-        f"{r.ingest_peak_rss_mb:.0f} MB building; store {r.store_mb:.0f} MB on disk",
+        f"  {'peak memory':<16}{r.peak_rss_mb:.0f} MB retrieving, {r.ingest_peak_rss_mb:.0f} MB "
+        f"ingesting (each a fresh process); store {r.store_mb:.0f} MB on disk",
     ]
     return "\n".join(lines)

@@ -1,11 +1,28 @@
-"""The retrieval half of `evidence bench`, in a process of its own: reads the job as JSON on
-stdin, writes progress and the result as JSON lines on stdout."""
+"""The ingest and the retrieval halves of `evidence bench`, each in a process of its own:
+reads the job as JSON on stdin, writes progress and the result as JSON lines on stdout."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
+
+
+def run_job(job: dict[str, Any], emit: Callable[[dict], None]) -> dict[str, Any]:
+    """The job's measurement: "ingest" or "retrieve"."""
+    from core.bench.run import ingest_all, retrieve_all
+
+    def progress(stage: str, done: int, total: int) -> None:
+        emit({"kind": "progress", "stage": stage, "done": done, "total": total})
+
+    if job["kind"] == "ingest":
+        return ingest_all(job["settings"], job["vendor_id"],
+                          [tuple(f) for f in job["folders"]], job["payloads"], job["texts"],
+                          job["sample"], tuple(job["expected"]), progress)
+    return retrieve_all(job["settings"], job["vendor_id"], [tuple(q) for q in job["queries"]],
+                        job["strategies"], progress)
 
 
 def main() -> int:
@@ -18,13 +35,7 @@ def main() -> int:
         messages.flush()
 
     try:
-        from core.bench.run import retrieve_all
-
-        job = json.load(sys.stdin)
-        result = retrieve_all(
-            job["settings"], job["vendor_id"], [tuple(q) for q in job["queries"]],
-            job["strategies"],
-            lambda stage, done, total: emit({"kind": "progress", "done": done, "total": total}))
+        result = run_job(json.load(sys.stdin), emit)
     except Exception as exc:  # one line to the parent, which reports it
         emit({"kind": "error", "error": f"{type(exc).__name__}: "
                                          f"{' '.join(str(exc).split())[:300]}"})

@@ -75,8 +75,10 @@ def run_table(result: BenchResult) -> pd.DataFrame:
         "p50_ms": result.retrieve_ms_p50[name],
         "p95_ms": result.retrieve_ms_p95.get(name),
         "x_floor": result.ratio_to_floor.get(name),
-        "linked": f"{result.linked_reached.get(name, 0)}/{result.linked_expected} "
-                  f"({result.linked_in_context.get(name, 0.0):.0%})",
+        # A conversation's continuing turn asks no criterion: it has no linked answers.
+        "linked": f"{result.linked_reached[name]}/{result.linked_expected} "
+                  f"({result.linked_in_context[name]:.0%})"
+                  if name in result.linked_reached else "—",
     } for name in result.retrieve_ms_p50])
 
 
