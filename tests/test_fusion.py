@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -162,6 +163,34 @@ def test_hybrid_passes_the_filter_to_both_sources():
     where = {"criterion_question_hash": "abc"}
     assert HybridSearch(vector, lexical, lexical_n=7, k=60).nearest(QUERY, 3, where=where) == []
     assert vector.calls == [(3, where)] and lexical.calls == [(7, where)]
+
+
+class FailingSource(ListedSource):
+    """A source whose search fails, after `delay` seconds."""
+
+    def __init__(self, name: str, error: Exception, delay: float = 0.0) -> None:
+        super().__init__(name, [])
+        self.error, self.delay = error, delay
+
+    def nearest(self, query, n, *, where=None):
+        time.sleep(self.delay)
+        super().nearest(query, n, where=where)
+        raise self.error
+
+
+def test_hybrid_raises_the_vector_searchs_error_once_the_lexical_search_ended():
+    lexical = FailingSource("lexical", RuntimeError("lexical failed"), delay=0.2)
+    with pytest.raises(RuntimeError, match="vector failed"):
+        HybridSearch(FailingSource("vector", RuntimeError("vector failed")), lexical,
+                     lexical_n=5, k=60).nearest(QUERY, 3)
+    assert lexical.calls == [(5, None)]  # it had run to its end before the error came out
+
+
+def test_hybrid_raises_the_lexical_searchs_error():
+    vector = ListedSource("vector", [neighbour("a", 0.9)])
+    with pytest.raises(RuntimeError, match="lexical failed"):
+        HybridSearch(vector, FailingSource("lexical", RuntimeError("lexical failed")),
+                     lexical_n=5, k=60).nearest(QUERY, 3)
 
 
 def test_hybrid_prefers_the_stores_copy_of_a_chunk_both_lists_hold():

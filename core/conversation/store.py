@@ -2,8 +2,9 @@
 
 Every message is a record of the vendor's conversations collection, with a vector so
 earlier messages can be found by similarity: a question's own embedding, and an answer's
-(made of excerpts, the mean of theirs; see `AskPipeline._answer_vector`). A turn (the question and its answer) is one write, so
-a conversation never holds a question without its answer. The answer's record keeps the
+(made of excerpts, the mean of theirs; see `AskPipeline._answer_vector`). A turn (the
+question and its answer) is one write, so a conversation never holds a question without
+its answer. The answer's record keeps the
 ids of the chunks and the documents that backed it (seed 001's retrievedContextJson) and
 the whole turn as `evidence ask` printed it."""
 
