@@ -119,6 +119,21 @@ def _wait_until_idle(page) -> None:
         "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=180_000)
 
 
+def _wait_until_drawn(page) -> None:
+    """Until every table of the page shows its rows and every chart is drawn: the browser
+    loads the table and chart code on first use, and shows grey placeholders meanwhile."""
+    page.wait_for_function(
+        """() => {
+            const main = document.querySelector('[data-testid="stMain"]');
+            const grids = [...main.querySelectorAll('[data-testid="stDataFrame"]')];
+            const charts = [...main.querySelectorAll('[data-testid="stPlotlyChart"]')];
+            return grids.length > 0 && charts.length > 0
+                && grids.every(g => g.querySelector('[role="gridcell"]'))
+                && charts.every(c => c.querySelector('.main-svg'))
+                && !main.querySelector('[data-testid="stSkeleton"]');
+        }""", timeout=180_000)
+
+
 def _type_criterion(page, criterion: str) -> None:
     box = page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").nth(1)
     box.click()
@@ -163,6 +178,7 @@ def test_first_start_shows_the_indexing_then_the_pages(tmp_path_factory, browser
         page.get_by_test_id("stMain").get_by_text(criterion_hash(AES_CRITERION)).first.wait_for(
             timeout=180_000)
         _wait_until_idle(page)
+        _wait_until_drawn(page)  # the tables' rows and the chart, not their placeholders
         usable_s = time.monotonic() - started
         text = _main_text(page)
         _shot(page, "first_start_ready")

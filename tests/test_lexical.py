@@ -319,17 +319,26 @@ def test_a_sync_that_read_the_followups_before_a_resend_never_puts_old_answers_b
     assert len(late.nearest(query("HSM"), 5)) == 1
 
 
+def replace_backups_killed_at(bench: Workbench, tmp_path: Path, monkeypatch,
+                              step: str) -> Path:
+    """A new version of backups.md ingested, killed when the writer calls `step`; its
+    folder, to ingest again."""
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt(f"killed at {step}")
+
+    monkeypatch.setattr(f"core.ingest.writer.{step}", killed)
+    folder = write(tmp_path / "v2", {"backups.md": "Backups go to cold storage in Iceland."})
+    with pytest.raises(KeyboardInterrupt):
+        bench.ingest_documents("acme", [folder])
+    return folder
+
+
 def test_an_ingest_killed_before_its_commit_leaves_the_index_on_the_old_version(
         acme, tmp_path, monkeypatch):
     index_at(acme, "acme").sync()
 
-    def killed(*args, **kwargs):
-        raise KeyboardInterrupt("killed before the manifest commit")
-
-    monkeypatch.setattr("core.ingest.writer.commit_manifest_entry", killed)
-    folder = write(tmp_path / "v2", {"backups.md": "Backups go to cold storage in Iceland."})
-    with pytest.raises(KeyboardInterrupt):
-        acme.ingest_documents("acme", [folder])
+    folder = replace_backups_killed_at(acme, tmp_path, monkeypatch, "commit_manifest_entry")
     vendor = acme.store.open_vendor("acme")
     key = document_key("backups.md", "tc_files", None)
     written = vendor.chunks.get(where={"doc_key": key}, include=["documents"])["documents"]
@@ -356,13 +365,7 @@ def test_an_ingest_killed_before_removing_the_old_version_shows_only_the_new_one
         acme, tmp_path, monkeypatch):
     index_at(acme, "acme").sync()
 
-    def killed(*args, **kwargs):
-        raise KeyboardInterrupt("killed before the old chunks were removed")
-
-    monkeypatch.setattr("core.ingest.writer.delete_stale", killed)
-    folder = write(tmp_path / "v2", {"backups.md": "Backups go to cold storage in Iceland."})
-    with pytest.raises(KeyboardInterrupt):
-        acme.ingest_documents("acme", [folder])
+    folder = replace_backups_killed_at(acme, tmp_path, monkeypatch, "delete_stale")
     index = index_at(acme, "acme")
     index.sync()
     assert sources(index.nearest(query("Iceland"), 5)) == ["backups.md"]
@@ -450,13 +453,7 @@ def test_a_retrieval_removes_a_replaced_version_once_its_chunks_leave_the_store(
     store held them, so it had not settled: the next hybrid retrieval removes them."""
     acme.retrieve("acme", AES_CRITERION, "hybrid")
 
-    def killed(*args, **kwargs):
-        raise KeyboardInterrupt("killed before the old chunks were removed")
-
-    monkeypatch.setattr("core.ingest.writer.delete_stale", killed)
-    folder = write(tmp_path / "v2", {"backups.md": "Backups go to cold storage in Iceland."})
-    with pytest.raises(KeyboardInterrupt):
-        acme.ingest_documents("acme", [folder])
+    folder = replace_backups_killed_at(acme, tmp_path, monkeypatch, "delete_stale")
     acme.retrieve("acme", "Where do backups go, Iceland?", "hybrid")
     vendor = acme.store.open_vendor("acme")
     committed = set(committed_versions(read_manifest(vendor)).items())

@@ -157,12 +157,17 @@ def as_version_2(settings: Settings) -> None:
         collection.modify(metadata={**collection.metadata, "schema_version": 2})
 
 
-@pytest.fixture
-def version_2_store(settings) -> Settings:
+def policy_and_two_rounds(settings: Settings) -> None:
+    """A fresh store of acme: the policy, a round, and a round of pasted criteria."""
     bench = fresh(settings)
     bench.ingest_documents("acme", [POLICY])
     bench.ingest_questionnaire(ROUND)
     bench.ingest_questionnaire(PASTED_ROUND)
+
+
+@pytest.fixture
+def version_2_store(settings) -> Settings:
+    policy_and_two_rounds(settings)
     as_version_2(settings)
     return settings
 
@@ -236,10 +241,7 @@ def as_version_3(settings: Settings) -> None:
 
 @pytest.fixture
 def version_3_store(settings) -> Settings:
-    bench = fresh(settings)
-    bench.ingest_documents("acme", [POLICY])
-    bench.ingest_questionnaire(ROUND)
-    bench.ingest_questionnaire(PASTED_ROUND)
+    policy_and_two_rounds(settings)
     as_version_3(settings)
     return settings
 
