@@ -578,16 +578,25 @@ def test_documents_split_into_one_chunk_per_section(references, before):
 
 # 1. The embedder failing halfway ---------------------------------------------------------
 
+def ingest_with_failing_embedder(store, scenario, inputs, *, fail_after_calls: int,
+                                 batch_size: int = 4):
+    """The scenario's ingest with an embedder that fails after `fail_after_calls` calls (of
+    4 batches each: 16 texts by default), the failure checked; the embedder and the writes
+    made."""
+    embedder = FakeEmbedder(fail_after_calls=fail_after_calls)
+    failing = Workbench(settings_at(store, embed_batch_size=batch_size), embedder=embedder,
+                        reranker=FakeReranker())
+    with injected(WriteFaults()) as faults, pytest.raises(RuntimeError, match="fake embedder"):
+        run_ingest(failing, scenario, inputs)
+    return embedder, faults
+
+
 @pytest.mark.parametrize("name", ["docs", "docs_new_vendor"])
 def test_embedder_failing_halfway_through_documents_writes_nothing(store, inputs, references,
                                                                    before, name):
     scenario = SCENARIOS[name]
-    embedder = FakeEmbedder(fail_after_calls=1)
-    # 4 texts per batch, 16 per embed call: the 90 (or 30) chunks need several calls
-    failing = Workbench(settings_at(store, embed_batch_size=4), embedder=embedder,
-                        reranker=FakeReranker())
-    with injected(WriteFaults()) as faults, pytest.raises(RuntimeError, match="fake embedder"):
-        run_ingest(failing, scenario, inputs)
+    # the 90 (or 30) chunks need several embed calls
+    embedder, faults = ingest_with_failing_embedder(store, scenario, inputs, fail_after_calls=1)
     assert embedder.calls == 2
     assert faults.writes == []
     assert observe(store) == before
@@ -602,11 +611,7 @@ def test_embedder_failing_after_the_first_step_leaves_old_or_complete(store, inp
     step 2 fails in call 4. access.md is absent (its chunks so far are leftovers), policy.md
     as it was; the same ingest again completes both."""
     scenario = SCENARIOS["docs"]
-    embedder = FakeEmbedder(fail_after_calls=3)
-    failing = Workbench(settings_at(store, embed_batch_size=4), embedder=embedder,
-                        reranker=FakeReranker())
-    with injected(WriteFaults()) as faults, pytest.raises(RuntimeError, match="fake embedder"):
-        run_ingest(failing, scenario, inputs)
+    embedder, faults = ingest_with_failing_embedder(store, scenario, inputs, fail_after_calls=3)
     assert embedder.calls == 4
     assert faults.writes == list(scenario.writes[:1])
     now = assert_interrupted_state(store, before, references("docs").view)
@@ -623,11 +628,8 @@ def test_embedder_failing_halfway_through_a_round(store, inputs, references, bef
     round 3 (5 responses) calls 3-4. A failure in the second call of a round leaves that
     round as it was (not even its links written); the round before it is complete."""
     after = references("rounds").view
-    embedder = FakeEmbedder(fail_after_calls=fail_after_calls)
-    failing = Workbench(settings_at(store, embed_batch_size=1), embedder=embedder,
-                        reranker=FakeReranker())
-    with injected(WriteFaults()) as faults, pytest.raises(RuntimeError, match="fake embedder"):
-        run_ingest(failing, SCENARIOS["rounds"], inputs)
+    _, faults = ingest_with_failing_embedder(store, SCENARIOS["rounds"], inputs,
+                                             fail_after_calls=fail_after_calls, batch_size=1)
     assert faults.writes == list(SCENARIOS["rounds"].writes[:2 * rounds_written])
     now = assert_interrupted_state(store, before, after)
     assert now.rounds["acme"][2] == (after if rounds_written else before).rounds["acme"][2]
