@@ -48,6 +48,7 @@ from core.ingest.uploads import (
     ingest_uploaded_documents,
     ingest_uploaded_questionnaires,
     read_questionnaires,
+    read_uploaded_rounds,
 )
 from core.models import PayloadLimits
 from core.workbench import Workbench
@@ -1171,6 +1172,17 @@ SHEET_REFUSALS: dict[str, tuple[str, Callable[[], bytes], list[str], list[str]]]
         SHEET_OPTIONS, ["not UTF-8", "0x92", "CSV UTF-8"]),
     "csv: workbook named .csv": ("round_2.csv", lambda: sheet_xlsx(SHEET_ROWS), SHEET_OPTIONS,
                                  ["is an Excel workbook", "name it .xlsx"]),
+    # Ambiguous: which column holds the answer, and is row 4 an answer or a second header?
+    **{f"{kind}: {case}": (f"round_2.{kind}", (lambda rows=rows: sheet_xlsx(rows))
+                           if kind == "xlsx" else (lambda rows=rows: sheet_csv(rows)),
+                           SHEET_OPTIONS, needles)
+       for kind in ("xlsx", "csv")
+       for case, (rows, needles) in {
+           "two answer columns": ([[*SHEET_HEADER, "answer_text"], *SHEET_ROWS[1:]],
+                                  ["row 1", "two columns are headed answer", "column D"]),
+           "the header row repeated": (with_row(*(h.upper() for h in SHEET_HEADER)),
+                                       ["row 4", "repeats the header row", "row 1"]),
+       }.items()},
     **{f"{kind}: {case}": (f"good_round.{kind}",
                            (lambda: sheet_xlsx(SHEET_ROWS)) if kind == "xlsx"
                            else (lambda: sheet_csv(SHEET_ROWS)), options, needles)
@@ -1315,6 +1327,8 @@ CRITERIA_REFUSALS: dict[str, tuple[str, list[list[Any]], list[str]]] = {
                              ["row 4", "column ID", "ENC-1", "row 2", "unique"]),
         "no criteria under the header": ([CRITERIA_ROWS[0]],
                                          ["row 1", "no rows below it"]),
+        "the header row repeated": ([*CRITERIA_ROWS, CRITERIA_ROWS[0]],
+                                    ["row 4", "repeats the header row"]),
     }.items()
 }
 
@@ -1455,3 +1469,317 @@ def test_a_failing_language_model_fails_in_one_line_and_records_no_verdict(
     assert_unchanged(before, store_snapshot(populated))
 
 # End of spreadsheets, criteria lists, drafts, reports and language-model endpoints -----------
+
+
+# Ambiguous input: refused, not guessed -------------------------------------------------------
+# Input that could mean two things is refused in one sentence rather than read one way: a key
+# repeated in a questionnaire payload (JSON keeps the last; a person reading the file sees the
+# first), a store path that is not a folder (it read as an empty store), a folder of other
+# files as a new store, an option given twice, two places for the store, an output written
+# over its own input, a header row repeated inside a spreadsheet (above, with the sheets).
+
+def _twice(old: str, new: str, count: int = 1) -> bytes:
+    assert GOOD_JSON.count(old) >= count
+    return GOOD_JSON.replace(old, new, count).encode()
+
+
+# case: (file name, its bytes, what the sentence names)
+REPEATED_KEYS: dict[str, tuple[str, bytes, list[str]]] = {
+    "vendor_id twice at the top level": (
+        "two_vendors.json", _twice('"vendor_id": "acme"',
+                                   '"vendor_id": "acme", "vendor_id": "globex"'),
+        ['"vendor_id"', "twice", "top level"]),
+    "round_number twice with the same value": (
+        "same_round.json", _twice('"round_number": 7', '"round_number": 7, "round_number": 7'),
+        ['"round_number"', "twice", "top level"]),
+    "responses twice": ("two_lists.json", (GOOD_JSON[:-1] + ', "responses": []}').encode(),
+                        ['"responses"', "top level"]),
+    "the same key written with an escape": (
+        "escaped.json", _twice('"vendor_id": "acme"',
+                               '"vendor_id": "acme", "vendor\\u005fid": "globex"'),
+        ['"vendor_id"', "top level"]),
+    "answer_text twice in a response": (
+        "two_answers.json", _twice('"answer_text": "Jane Doe."',
+                                   '"answer_text": "Jane Doe.", "answer_text": "John Roe."'),
+        ['"answer_text"', "twice", "responses[1]"]),
+    "question_text three times in a response": (
+        "three_questions.json", _twice(
+            '"question_text": "Which cipher protects stored customer data?"',
+            '"question_text": "Q1?", "question_text": "Q2?", "question_text": "Q3?"'),
+        ['"question_text"', "3 times", "responses[0]"]),
+    "a key twice deeper down": (
+        "deeper.json", _twice('"answer_text": "AES-256 in GCM mode."',
+                              '"answer_text": {"text": "AES-256.", "text": "AES-128."}'),
+        ['"text"', "twice", "responses[0].answer_text"]),
+}
+
+
+@pytest.fixture(scope="module")
+def repeated_key_files(payload_files) -> dict[str, Path]:
+    folder = payload_files["good"].parent / "repeated-keys"
+    return {case: write(folder / name, data) for case, (name, data, _) in REPEATED_KEYS.items()}
+
+
+def test_the_files_with_repeated_keys_read_as_valid_rounds_to_plain_json():
+    """Each would be stored (all but the deeper one) if the repeat were not refused: the
+    refusal is about the repeated key, not about another defect."""
+    for case, (_, data, _) in REPEATED_KEYS.items():
+        if case != "a key twice deeper down" and case != "responses twice":
+            assert parse_payload(json.loads(data)).responses, case
+
+
+@pytest.mark.parametrize("case", list(REPEATED_KEYS))
+def test_a_repeated_key_in_a_payload_file_is_refused(populated, payload_files,
+                                                    repeated_key_files, case):
+    name, _, needles = REPEATED_KEYS[case]
+    with refused(populated, name, *needles, "cannot tell which one is meant"):
+        for loaded in populated.load_rounds([payload_files["good"], repeated_key_files[case]]):
+            populated.ingest_questionnaire(loaded.payload)
+
+
+@pytest.mark.parametrize("case", list(REPEATED_KEYS))
+def test_the_command_refuses_a_repeated_key(populated, payload_files, repeated_key_files,
+                                           case, capfd, monkeypatch):
+    monkeypatch.setenv("EVIDENCE_EMBEDDING_MODEL", "fake-bag-of-words")
+    name, _, needles = REPEATED_KEYS[case]
+    before = store_snapshot(populated)
+    code, out, err = run_cli(capfd, ["--store", str(populated.settings.store), "ingest",
+                                     "questionnaire", str(payload_files["good"]),
+                                     str(repeated_key_files[case])])
+    assert_cli_refused(code, out, err, name, *needles)
+    assert_unchanged(before, store_snapshot(populated))
+
+
+@pytest.mark.parametrize("case", list(REPEATED_KEYS))
+def test_a_repeated_key_in_an_uploaded_round_is_refused(populated, payload_files, case):
+    name, data, needles = REPEATED_KEYS[case]
+    uploads = [("good.json", payload_files["good"].read_bytes()), (name, data)]
+    with refused(populated, name, *needles):
+        ingest_uploaded_questionnaires(populated, uploads)
+    with refused(populated, name, *needles):  # the review step of the page's round upload
+        read_uploaded_rounds(populated, uploads)
+
+
+def test_the_reader_keeps_its_limits_with_the_repeat_check(payload_files):
+    """Nesting, long numbers and size are refused as before, whatever keys repeat."""
+    deep = b'{"a": 1, "a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    digits = b'{"a": 1, "a": ' + b"9" * 5000 + b"}"
+    for name, data, max_bytes, needle in (
+            ("deep.json", deep, MAX_QUESTIONNAIRE_BYTES, "nested too deeply"),
+            ("digits.json", digits, MAX_QUESTIONNAIRE_BYTES, "number too long"),
+            ("big.json", b'{"a": 1, "a": 2}' + b" " * 200, 200, "at most 200 bytes")):
+        with pytest.raises(UserInputError) as caught:
+            read_questionnaires([(name, data)], limits=PayloadLimits(max_bytes=max_bytes))
+        assert_one_sentence(str(caught.value), name, needle)
+
+
+# Store paths: what cannot be a store is refused by every command that uses the store --------
+
+def _a_file(root: Path) -> Path:
+    return write(root / "store.txt", "notes\n")
+
+
+def _link_to_a_file(root: Path) -> Path:
+    os.symlink(_a_file(root), root / "store-link")
+    return root / "store-link"
+
+
+def _pipe_store(root: Path) -> Path:
+    os.mkfifo(root / "store-pipe")
+    return root / "store-pipe"
+
+
+def _broken_store_link(root: Path) -> Path:
+    os.symlink(root / "moved-away", root / "store-link")
+    return root / "store-link"
+
+
+def _under_a_file(root: Path) -> Path:
+    return _a_file(root) / "store"
+
+
+# case: (makes the path under a folder, what the sentence names)
+BAD_STORE_PATHS: dict[str, tuple[Callable[[Path], Path], list[str]]] = {
+    "a regular file": (_a_file, ["store.txt", "is a file, not a folder"]),
+    "a link to a file": (_link_to_a_file, ["store-link", "a file (through a symbolic link)"]),
+    "a named pipe": (_pipe_store, ["store-pipe", "named pipe", "not a folder"]),
+    "a broken link": (_broken_store_link, ["store-link", "moved-away", "does not exist"]),
+    "a path under a file": (_under_a_file, ["store.txt/store", "part of it is a file"]),
+}
+
+
+def path_state(path: Path) -> dict[str, Any]:
+    """The store snapshot of a path that is no store, and what the path itself is and holds."""
+    kind = os.lstat(path).st_mode if os.path.lexists(path) else None
+    data = path.read_bytes() if path.is_file() else None
+    parent = path.parent
+    return {"database": database_snapshot(path), "kind": kind, "bytes": data,
+            "parent": sorted(p.name for p in parent.iterdir()) if parent.is_dir()
+            else parent.read_bytes()}
+
+
+def _ask(workbench: Workbench, tmp_path: Path) -> None:
+    workbench.ask("acme", "Is data encrypted at rest?")
+
+
+def _conversations(workbench: Workbench, tmp_path: Path) -> None:
+    workbench.conversations("acme")
+
+
+STORE_OPERATIONS: dict[str, Callable[[Workbench, Path], None]] = {
+    **{name: (lambda workbench, tmp_path, operation=operation:
+              operation(workbench, "acme", tmp_path))
+       for name, operation in OPERATIONS.items()},
+    "ask": _ask, "conversations": _conversations,
+}
+
+
+@pytest.mark.parametrize("operation", list(STORE_OPERATIONS))
+@pytest.mark.parametrize("case", list(BAD_STORE_PATHS))
+def test_a_store_path_that_is_no_folder_is_refused(tmp_path, case, operation):
+    make, needles = BAD_STORE_PATHS[case]
+    (tmp_path / "where").mkdir()
+    store = make(tmp_path / "where")
+    workbench = make_workbench(store)
+    before = path_state(store)
+    with pytest.raises(UserInputError) as caught:
+        STORE_OPERATIONS[operation](workbench, tmp_path / "inputs")
+    assert_one_sentence(str(caught.value), "store path", *needles)
+    assert_unchanged(before, path_state(store))
+
+
+STORE_COMMANDS: dict[str, list[str]] = {
+    "status": ["status"],
+    "retrieve": ["retrieve", "--vendor", "acme", "--criterion", AES_CRITERION],
+    "ask": ["ask", "--vendor", "acme", "Is data encrypted at rest?"],
+    "conversations": ["conversations", "--vendor", "acme"],
+    "ingest docs": ["ingest", "docs", "--vendor", "acme", "{in}/good.md"],
+    "ingest questionnaire": ["ingest", "questionnaire", "{in}/good.json"],
+    "questionnaire draft": ["questionnaire", "draft", "--vendor", "acme", "--round", "2",
+                            "--criterion", AES_CRITERION, "--output", "{in}/draft.xlsx"],
+}
+
+
+@pytest.mark.parametrize("command", list(STORE_COMMANDS))
+@pytest.mark.parametrize("case", list(BAD_STORE_PATHS))
+def test_the_command_refuses_a_store_path_that_is_no_folder(cli_inputs, fake_models, tmp_path,
+                                                          capfd, case, command):
+    make, needles = BAD_STORE_PATHS[case]
+    store = make(tmp_path)
+    before = path_state(store)
+    args = [a.replace("{in}", str(cli_inputs)) for a in STORE_COMMANDS[command]]
+    code, out, err = run_cli(capfd, ["--store", str(store), *args])
+    assert_cli_refused(code, out, err, "store path", *needles)
+    assert_unchanged(before, path_state(store))
+    assert not (cli_inputs / "draft.xlsx").exists()
+
+
+def _folder_of_other_files(root: Path) -> Path:
+    folder = root / "home"
+    write(folder / "notes.txt", "shopping list\n")
+    write(folder / "photos" / "cat.md", POLICY)
+    return folder
+
+
+@pytest.mark.parametrize("operation", ["ingest_documents", "ingest_questionnaire"])
+def test_a_folder_of_other_files_is_not_made_a_store(tmp_path, operation):
+    folder = _folder_of_other_files(tmp_path)
+    workbench = make_workbench(folder)
+    before = database_snapshot(folder)
+    with pytest.raises(UserInputError) as caught:
+        OPERATIONS[operation](workbench, "acme", tmp_path)
+    assert_one_sentence(str(caught.value), str(folder), "2 entries", "notes.txt",
+                        "no chroma.sqlite3", "not an evidence store")
+    assert_unchanged(before, database_snapshot(folder))
+    assert workbench.status() == []  # reading it is fine: it holds no evidence
+    assert_unchanged(before, database_snapshot(folder))
+
+
+@pytest.mark.parametrize("command", ["ingest docs", "ingest questionnaire"])
+def test_the_command_makes_no_store_in_a_folder_of_other_files(cli_inputs, fake_models,
+                                                              tmp_path, capfd, command):
+    folder = _folder_of_other_files(tmp_path)
+    before = database_snapshot(folder)
+    args = [a.replace("{in}", str(cli_inputs)) for a in STORE_COMMANDS[command]]
+    code, out, err = run_cli(capfd, ["--store", str(folder), *args])
+    assert_cli_refused(code, out, err, str(folder), "notes.txt", "not an evidence store")
+    assert_unchanged(before, database_snapshot(folder))
+    code, out, err = run_cli(capfd, ["--store", str(folder), "status"])
+    assert (code, out, err) == (0, "", "")
+    assert_unchanged(before, database_snapshot(folder))
+
+
+def test_an_empty_folder_and_a_link_to_a_store_are_stores(tmp_path, populated):
+    """What the refusals above leave alone: a new store in an empty folder, and a store
+    reached through a symbolic link."""
+    (tmp_path / "empty").mkdir()
+    workbench = make_workbench(tmp_path / "empty")
+    assert workbench.ingest_questionnaire(payload(round_number=1)).indexed_count == 2
+    os.symlink(populated.settings.store, tmp_path / "link")
+    assert [s.vendor_id for s in make_workbench(tmp_path / "link").status()] == ["acme"]
+
+
+# The command line: an option twice, two stores, an output over its input ---------------------
+
+# case: (arguments after --store, environment, what the sentence names)
+AMBIGUOUS_COMMANDS: dict[str, tuple[list[str], dict[str, str], list[str]]] = {
+    "--vendor twice": (["retrieve", "--vendor", "acme", "--vendor", "globex", "--criterion",
+                        AES_CRITERION], {}, ["--vendor", "twice", "'acme'", "'globex'"]),
+    "--criterion twice": (["retrieve", "--vendor", "acme", "--criterion", AES_CRITERION,
+                           "--criterion=Is MFA enforced?"], {},
+                          ["--criterion", "twice", "'Is MFA enforced?'"]),
+    "--store twice": (["--store", "{in}/other-store", "status"], {},
+                      ["--store", "twice", "other-store"]),
+    "--round twice": (["ingest", "questionnaire", "{in}/round.csv", "--vendor", "acme",
+                       "--round", "2", "--round", "3"], {}, ["--round", "twice", "'2'", "'3'"]),
+    "--format twice": (["retrieve", "--vendor", "acme", "--criterion", AES_CRITERION,
+                        "--format", "json", "--format", "xml"], {},
+                       ["--format", "'json'", "'xml'"]),
+    "--store and --chroma-host": (["--chroma-host", "127.0.0.1", "status"], {},
+                                  ["--store", "--chroma-host", "give one of them"]),
+    "--store and EVIDENCE_CHROMA_HOST": (["status"], {"EVIDENCE_CHROMA_HOST": "127.0.0.1"},
+                                         ["--store", "EVIDENCE_CHROMA_HOST=127.0.0.1"]),
+    "--chroma-port without a host": (["--chroma-port", "8001", "status"], {},
+                                     ["--chroma-port 8001", "--chroma-host"]),
+    "a draft over its criteria file": (
+        ["questionnaire", "draft", "--vendor", "acme", "--round", "2", "--criteria-file",
+         "{in}/criteria.csv", "--output", "{in}/criteria.csv"], {},
+        ["--output", "criteria.csv", "--criteria-file"]),
+    "a report over its criteria file": (
+        ["report", "--vendor", "acme", "--criteria-file", "{in}/criteria.md", "--output",
+         "{in}/./criteria.md"], {}, ["--output", "criteria.md", "--criteria-file"]),
+}
+
+
+@pytest.mark.parametrize("case", list(AMBIGUOUS_COMMANDS))
+def test_the_command_refuses_what_could_mean_two_things(populated, fake_models, tmp_path,
+                                                       capfd, monkeypatch, case):
+    args, env, needles = AMBIGUOUS_COMMANDS[case]
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    write(tmp_path / "round.csv", sheet_csv(SHEET_ROWS))
+    write(tmp_path / "criteria.csv", sheet_csv(CRITERIA_ROWS))
+    write(tmp_path / "criteria.md", f"{AES_CRITERION}\n")
+    inputs = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    before = store_snapshot(populated)
+    code, out, err = run_cli(capfd, ["--store", str(populated.settings.store),
+                                     *(a.replace("{in}", str(tmp_path)) for a in args)])
+    assert_cli_refused(code, out, err, *needles)
+    assert_unchanged(before, store_snapshot(populated))
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == inputs
+
+
+def test_an_option_given_twice_with_one_value_is_not_ambiguous(populated, fake_models, capfd):
+    code, out, err = run_cli(capfd, ["--store", str(populated.settings.store), "status",
+                                     "--vendor", "acme", "--vendor=acme"])
+    assert code == 0, err
+    assert [json.loads(line)["vendor_id"] for line in out.splitlines()] == ["acme"]
+
+
+def test_a_repeated_header_row_is_refused_on_upload(populated):
+    rows = with_row(*SHEET_HEADER)
+    for name, data in (("round_2.csv", sheet_csv(rows)), ("round_2.xlsx", sheet_xlsx(rows))):
+        with refused(populated, name, "row 4", "repeats the header row"):
+            read_uploaded_rounds(populated, [(name, data)], vendor_id="acme", round_number=2)
+
+# End of ambiguous input ----------------------------------------------------------------------

@@ -11,9 +11,13 @@ Properties:
   differs only in case from one in the store;
 - any JSON value at all, or a dictionary with the right keys and any values, is either
   refused (store unchanged) or stored exactly as above;
-- any bytes, as a payload file or an upload, are parsed or refused in one sentence.
+- any bytes, as a payload file or an upload, are parsed or refused in one sentence;
+- a valid payload written with one key repeated (at the top level or in a response, with the
+  same value or another, before or after the first) is refused in one sentence naming the
+  key and where it repeats, and the store is exactly as it was: JSON would keep the last
+  value, while a person reading the file sees the first.
 
-Examples: 60 for each of the three properties that write to a store (each property keeps
+Examples: 60 for each of the four properties that write to a store (each property keeps
 one store across its examples, so later examples meet the vendors and rounds earlier ones
 wrote: replacements, new rounds, case clashes), and 150 for the bytes property, which
 needs no store. The example database is off, so nothing is written into the repository.
@@ -42,6 +46,7 @@ from core.config import (
 )
 from core.errors import UserInputError
 from core.ingest.questionnaire import parse_payload_bytes
+from core.ingest.uploads import ingest_uploaded_questionnaires
 from core.store import read_links, read_manifest
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
@@ -425,3 +430,41 @@ def test_any_bytes_are_parsed_or_refused_in_one_sentence(data):
     else:
         assert 1 <= len(payload.responses) <= MAX_RESPONSES_PER_ROUND
         assert 1 <= payload.round_number <= MAX_ROUND_NUMBER
+
+
+@st.composite
+def payloads_with_a_repeated_key(draw) -> tuple[bytes, str, str]:
+    """A valid payload as JSON text in which one object (the payload or one of its responses)
+    holds one of its keys twice: (the file's bytes, the key, where it repeats)."""
+    payload = copy.deepcopy(draw(valid_payloads))
+    objects = [("top level", payload)] + [(f"responses[{i}]", response)
+                                          for i, response in enumerate(payload["responses"])]
+    where, target = draw(st.sampled_from(objects))
+    key = draw(st.sampled_from(sorted(target)))
+    value = draw(st.one_of(st.just(target[key]), json_values))
+    at = draw(st.integers(0, len(target)))  # before the key, after it, anywhere
+
+    def dumps(item: Any) -> str:
+        if isinstance(item, dict):
+            members = [(k, dumps(v)) for k, v in item.items()]
+            if item is target:
+                members.insert(at, (key, json.dumps(value)))
+            return "{" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in members) + "}"
+        if isinstance(item, list):
+            return "[" + ", ".join(dumps(v) for v in item) + "]"
+        return json.dumps(item)
+
+    return dumps(payload).encode(), key, where
+
+
+@STORE_PROPERTY
+@given(case=payloads_with_a_repeated_key())
+def test_a_payload_with_a_repeated_key_is_refused_and_changes_nothing(populated_workbench, case):
+    data, key, where = case
+    assert json.loads(data)  # plain JSON reads it, keeping one of the two values
+    before = store_snapshot(populated_workbench)
+    with pytest.raises(UserInputError) as caught:
+        ingest_uploaded_questionnaires(populated_workbench, [("round.json", data)])
+    assert_one_sentence(str(caught.value), "round.json", f'the key "{key}" appears twice',
+                        where)
+    assert_unchanged(before, store_snapshot(populated_workbench))

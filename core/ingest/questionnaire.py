@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -68,8 +70,9 @@ def parse_payload_bytes(name: str, raw: bytes, *, max_responses: int | None = No
     limits = _limits(limits, max_responses)
     refuse_too_large(name, len(raw), limits.max_bytes, "a questionnaire round")
     text = decode_utf8(name, raw)
+    repeated: list[bool] = []  # set by the hook when some object repeats a key
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=lambda pairs: _json_object(pairs, repeated))
     except json.JSONDecodeError as exc:
         reason = exc.msg.removesuffix(" at")  # "Invalid control character at"
         raise UserInputError(
@@ -83,7 +86,64 @@ def parse_payload_bytes(name: str, raw: bytes, *, max_responses: int | None = No
         raise UserInputError(
             f"{name} is not a questionnaire round (it holds a number too long to read)."
         ) from None
+    if repeated:
+        raise UserInputError(_repeated_key_problem(name, data))
     return parse_payload(data, where=name, limits=limits)
+
+
+class _RepeatedKeys(dict):
+    """A JSON object in which a key appears more than once (the value kept is the last, as
+    `json` keeps it): the first such key and how often it appears."""
+
+    key: str
+    count: int
+
+
+def _json_object(pairs: list[tuple[str, Any]], repeated: list[bool]) -> dict[str, Any]:
+    """`json`'s object_pairs_hook: an object as a dict, marked when a key repeats. Nothing
+    is raised here, so the parser's own refusals (depth, numbers) keep their sentences, and
+    the path to the object is found once the whole document is read."""
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    counts = Counter(key for key, _ in pairs)
+    marked = _RepeatedKeys(obj)
+    marked.key = next(key for key, _ in pairs if counts[key] > 1)
+    marked.count = counts[marked.key]
+    repeated.append(True)
+    return marked
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _shown_key(key: str) -> str:
+    """A key as JSON writes it, on one line, at most 80 characters."""
+    shown = json.dumps(key, ensure_ascii=False).encode("utf-8", "backslashreplace").decode()
+    return shown if len(shown) <= 80 else shown[:76] + '..."'
+
+
+def _repeated_key_problem(name: str, data: Any) -> str:
+    """One sentence for the first object, in document order, that repeats a key."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:  # depth first without recursion: the parser allows ~1,000 levels
+        value, path = stack.pop()
+        if isinstance(value, _RepeatedKeys):
+            where = f"in {path}" if path else (
+                "in the payload's top level" if isinstance(data, dict) else "in the payload")
+            times = "twice" if value.count == 2 else f"{value.count} times"
+            return (f"{name}: the key {_shown_key(value.key)} appears {times} {where}; a reader "
+                    "cannot tell which one is meant.")
+        if isinstance(value, dict):
+            children = [(child, (f"{path}.{key}" if path else key) if _PLAIN_KEY.fullmatch(key)
+                         else f"{path or 'payload'}[{_shown_key(key)}]")
+                        for key, child in value.items()]
+        elif isinstance(value, list):
+            children = [(child, f"{path or 'payload'}[{i}]") for i, child in enumerate(value)]
+        else:
+            continue
+        stack.extend(reversed(children))
+    raise AssertionError("a repeated key was marked but not found")  # pragma: no cover
 
 
 def load_payload_file(path: Path, *, max_responses: int | None = None,

@@ -222,6 +222,13 @@ def _collect_rows(layout: _Layout, records: Iterable[tuple[int, Sequence[object]
             if any(not _is_blank(v) for v in values):
                 unmapped_only.append(number)
             continue
+        if all(index < len(values) and isinstance(values[index], str)
+               and _header_key(values[index]) == _header_key(layout.headers[index])
+               for index in layout.columns.values()):
+            # Two files pasted into one: the second's header read as an answer otherwise.
+            raise UserInputError(
+                f"{layout.where}, row {number} repeats the header row (row "
+                f"{layout.header_row}); remove it, or split the file where it starts.")
         for index, value in enumerate(values):
             headed = index < len(layout.headers) and layout.headers[index]
             if not headed and not _is_blank(value):
