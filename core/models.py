@@ -197,7 +197,9 @@ class StoredRecord(BaseModel):
 
     id: str
     text: str
-    metadata: dict[str, str | int | float | bool]
+    # ChromaDB merges an upsert's metadata into the record's stored metadata: a key given as
+    # None is removed (a withdrawn answer's marker clears every key of the answer this way).
+    metadata: dict[str, str | int | float | bool | None]
 
 
 class RerankerStatus(BaseModel):

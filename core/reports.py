@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
 # How long work reports how far it got: (stage, done, total), e.g. ("embedding", 64, 300).
 Progress = Callable[[str, int, int], None]
@@ -30,11 +31,23 @@ class DocumentIngestReport(BaseModel):
 
 
 class QuestionnaireIngestReport(BaseModel):
-    """One stored questionnaire round (CONTRACT.md's ingest questionnaire line)."""
+    """One stored questionnaire round (CONTRACT.md's ingest questionnaire line).
+
+    `removed_count` is set only by a replacement of the round (`--replace`): the answers it
+    removed from the round. A plain ingest leaves it None, and its dump is exactly the three
+    keys of the contract's line."""
 
     indexed_count: int
     round_number: int
     vendor_id: str
+    removed_count: int | None = None
+
+    @model_serializer(mode="wrap")
+    def _contract_line(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("removed_count") is None:
+            data.pop("removed_count", None)
+        return data
 
 
 class VendorStatus(BaseModel):

@@ -14,7 +14,8 @@ version and without losing a committed one. Then the same ingest runs again and 
 must equal the complete state exactly.
 
 Write points are the ChromaDB calls that change the store: chunk upsert batches, manifest
-upserts, deletes of stale chunks, and the creation of a new vendor's two collections."""
+upserts, deletes of stale chunks (and of a replaced round's withdrawn answers and their
+links), and the creation of a new vendor's two collections."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ from core.models import FOLLOWUP_SOURCE_TYPE, followup_type
 from core.store import (
     KIND_KEY,
     LINK_KIND,
+    WITHDRAWN_SOURCE_TYPE,
     EvidenceStore,
     get_all,
     read_links,
@@ -126,6 +128,49 @@ def write_inputs(root: Path) -> None:
     }
     for name, payload in rounds.items():
         put(f"rounds/{name}", json.dumps(payload))
+    for number, payload in enumerate(replaced_round_2(), start=1):
+        put(f"rounds/acme_round_2_replaced_{number}.json", json.dumps(payload))
+    put("rounds/acme_round_2_withdrawn.json",
+        json.dumps({**ROUND_2, "responses": ROUND_2["responses"][1:3]}))
+
+
+# Round 2 replaced (`--replace`). "round_replace": by two files, response 1 as it was,
+# response 2 with a new answer, and a new response 7 linked to KEY_CRITERION.
+# "round_withdraw": by one file holding responses 1 and 2 as they were, nothing new. Both
+# withdraw responses 0 (linked to KEY_CRITERION), 3, 4 and 5.
+ROUND_2 = round_payload("acme", 2, 6, "Keys rotate every six months")
+NEW_ANSWER_2 = "Keys rotate every 45 days (response 2, round 2)."
+NEW_ANSWER_7 = "Keys rotate every 30 days, approved by the CISO (response 7, round 2)."
+WITHDRAWN_ANSWERS = tuple(ROUND_2["responses"][i]["answer_text"] for i in (0, 3, 4, 5))
+
+
+def replaced_round_2() -> tuple[dict, dict]:
+    kept = ROUND_2["responses"][1]
+    changed = {**ROUND_2["responses"][2], "answer_text": NEW_ANSWER_2}
+    added = {"criterion_question_text": KEY_CRITERION,
+             "question_text": "Question 7: who approves a key rotation?",
+             "answer_text": NEW_ANSWER_7}
+    return {**ROUND_2, "responses": [kept, changed]}, {**ROUND_2, "responses": [added]}
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """What a replacement of round 2 stores and what it takes away."""
+
+    indexed: int  # responses the round holds once replaced
+    new: frozenset[str]  # answers added or changed
+    gone: frozenset[str]  # answers withdrawn, and the old text of those changed
+    kept: str  # an answer the round holds before and after
+
+
+REPLACEMENTS = {
+    "round_replace": Replacement(
+        3, frozenset({NEW_ANSWER_2, NEW_ANSWER_7}),
+        frozenset({*WITHDRAWN_ANSWERS, ROUND_2["responses"][2]["answer_text"]}),
+        ROUND_2["responses"][1]["answer_text"]),
+    "round_withdraw": Replacement(2, frozenset(), frozenset(WITHDRAWN_ANSWERS),
+                                  ROUND_2["responses"][1]["answer_text"]),
+}
 
 
 def document_writes(*documents: tuple[str, int]) -> list[str]:
@@ -161,6 +206,15 @@ def round_writes(round_number: int, responses: int) -> list[str]:
             f"upsert chunks round {round_number} ({responses})"]
 
 
+def replace_writes(round_number: int, links: int, responses: int, withdrawn: int) -> list[str]:
+    """A replaced round: its changed links and the withdrawn answers' tombstones with a new
+    generation; its changed responses and the withdrawn answers' markers in one write; then
+    the markers deleted, then the tombstones."""
+    return [f"upsert manifest links round {round_number} ({links + withdrawn})",
+            f"upsert chunks round {round_number} ({responses + withdrawn})",
+            f"delete withdrawn answers ({withdrawn})", f"delete withdrawn links ({withdrawn})"]
+
+
 NEW_VENDOR = ["create chunks collection", "create manifest collection"]
 
 
@@ -169,7 +223,7 @@ class Scenario:
     """One ingest, run the way the CLI runs it, and the write points it makes, in order."""
 
     name: str
-    kind: str  # docs | rounds
+    kind: str  # docs | rounds | replace (the rounds' files as one round, --replace)
     vendor_id: str
     inputs: tuple[str, ...]
     writes: tuple[str, ...]
@@ -200,6 +254,14 @@ SCENARIOS = {s.name: s for s in (
     # policy.md replaced by a much longer version, closer to KEY_CRITERION
     Scenario("docs_big", "docs", "acme", ("docs_big",),
              tuple(document_writes(("policy.md", 120)))),
+    # round 2 replaced by two files: 1 response kept as it is (not written again), 1
+    # changed, 1 added, 4 withdrawn
+    Scenario("round_replace", "replace", "acme",
+             ("rounds/acme_round_2_replaced_1.json", "rounds/acme_round_2_replaced_2.json"),
+             tuple(replace_writes(2, links=2, responses=2, withdrawn=4))),
+    # round 2 replaced by 2 of its responses, unchanged: only the 4 others withdrawn
+    Scenario("round_withdraw", "replace", "acme", ("rounds/acme_round_2_withdrawn.json",),
+             tuple(replace_writes(2, links=0, responses=0, withdrawn=4))),
 )}
 SOURCES = ("policy.md", "access.md", "badges.txt", *(f"extra_{n}.md" for n in range(8)))
 DOC_NAMES = {document_key(source, "tc_files", None): source for source in SOURCES}
@@ -210,6 +272,9 @@ def run_ingest(workbench: Workbench, scenario: Scenario, inputs: Path) -> list[d
     paths = [inputs / name for name in scenario.inputs]
     if scenario.kind == "docs":
         return [workbench.ingest_documents(scenario.vendor_id, paths).model_dump()]
+    if scenario.kind == "replace":
+        return [report.model_dump() for report in workbench.ingest_questionnaires(
+            workbench.load_questionnaires(paths), replace=True)]
     return [workbench.ingest_questionnaire(payload).model_dump()
             for payload in workbench.load_questionnaires(paths)]
 
@@ -294,12 +359,17 @@ def _upsert_label(collection: Collection, *, ids: list[str], metadatas: list[dic
         if first.get(KIND_KEY) == LINK_KIND:  # the links, then the generation record
             return f"upsert manifest links round {first['round_number']} ({len(ids) - 1})"
         return f"upsert manifest {documents[0]}"
-    what = (f"round {first['round_number']}" if first["source_type"] == FOLLOWUP_SOURCE_TYPE
+    what = (f"round {first['round_number']}"
+            if first["source_type"] in (FOLLOWUP_SOURCE_TYPE, WITHDRAWN_SOURCE_TYPE)
             else "+".join(dict.fromkeys(m["source"] for m in metadatas)))
     return f"upsert chunks {what} ({len(ids)})"
 
 
-def _delete_label(collection: Collection, *, where: dict[str, Any], **_: Any) -> str:
+def _delete_label(collection: Collection, *, where: dict[str, Any],
+                  ids: list[str] | None = None, **_: Any) -> str:
+    if ids is not None:  # a replaced round's withdrawn answers, or their links
+        what = "links" if collection.name.endswith("__manifest") else "answers"
+        return f"delete withdrawn {what} ({len(ids)})"
     doc_key = next(part["doc_key"] for part in where["$and"] if "doc_key" in part)
     return f"delete chunks {DOC_NAMES.get(doc_key, doc_key)}"
 
@@ -361,9 +431,13 @@ def observe(store: Path) -> StoreView:
         records = get_all(vendor.chunks, include=("documents", "metadatas"))
         by_version: dict[tuple[str, str], list[tuple[int, str, str]]] = {}
         by_round: dict[int, list[tuple[str, str, str, str]]] = {}
+        withdrawn: set[str] = set()  # markers a replaced round has not deleted yet
         for record_id, text, meta in zip(records["ids"], records["documents"],
                                          records["metadatas"], strict=True):
-            if meta["source_type"] == FOLLOWUP_SOURCE_TYPE:
+            if meta["source_type"] == WITHDRAWN_SOURCE_TYPE:
+                assert text == "" and "answer_text" not in meta, record_id
+                withdrawn.add(record_id)
+            elif meta["source_type"] == FOLLOWUP_SOURCE_TYPE:
                 by_round.setdefault(int(meta["round_number"]), []).append(
                     (record_id, text, str(meta.get("criterion_question_hash", "")),
                      record_fingerprint(text, meta)))
@@ -380,7 +454,8 @@ def observe(store: Path) -> StoreView:
                 f"{meta['source']}: the manifest counts {meta['chunks']} chunks of version "
                 f"{meta['version']}, the store holds {len(rows)}")
         rounds[vendor_id] = {n: tuple(sorted(rows)) for n, rows in by_round.items()}
-        uncommitted[vendor_id] = frozenset(r for rows in by_version.values() for _, r, _ in rows)
+        uncommitted[vendor_id] = frozenset(
+            {r for rows in by_version.values() for _, r, _ in rows} | withdrawn)
     status = {s.vendor_id: s.model_dump() for s in workbench.status()}
     return StoreView(documents=documents, rounds=rounds, uncommitted=uncommitted, status=status,
                      links=links)
@@ -429,12 +504,15 @@ def assert_old_or_new(now: StoreView, before: StoreView, after: StoreView) -> No
         incomplete = status.pop("incomplete_chunks", 0)
         assert status == expected_status(vendor_id, kept_documents, kept_rounds), vendor_id
         assert incomplete == len(now.uncommitted.get(vendor_id, ())), vendor_id
-        # Each link as it was or as the ingest writes it; a stored response is never without
-        # the link to its criterion (links are written first).
+        # Each link as it was or as the ingest writes it (the link of an answer a replaced
+        # round withdraws may be its tombstone: the same criterion, no fingerprint); a stored
+        # response is never without the link to its criterion (links are written first).
         old_links, new_links = before.links.get(vendor_id, {}), after.links.get(vendor_id, {})
         now_links = now.links.get(vendor_id, {})
         for followup_id, link in now_links.items():
-            assert link in (old_links.get(followup_id), new_links.get(followup_id)), (
+            old = old_links.get(followup_id)
+            tombstone = (old[0], old[1], "") if old and followup_id not in new_links else None
+            assert link in (old, new_links.get(followup_id), tombstone), (
                 f"{vendor_id} link of {followup_id} is neither as it was nor as written")
         for rows in now_rounds.values():
             for followup_id, _, linked_hash, _ in rows:
@@ -641,7 +719,8 @@ def test_embedder_failing_halfway_through_a_round(store, inputs, references, bef
 # 2. ChromaDB raising at each write -------------------------------------------------------
 
 @pytest.mark.parametrize(("name", "number", "when"),
-                         cases(("docs", "docs_new_vendor", "rounds", "round_new_vendor")))
+                         cases(("docs", "docs_new_vendor", "rounds", "round_new_vendor",
+                                "round_replace", "round_withdraw")))
 def test_chromadb_raising_at_a_write_leaves_old_or_complete(store, inputs, references, before,
                                                             name, number, when):
     scenario = SCENARIOS[name]
@@ -731,6 +810,10 @@ from tests.test_faults import SCENARIOS, WriteFaults, injected, run_ingest, work
 spec = json.loads(sys.argv[1])
 faults = WriteFaults(at=spec.get("at"), when=spec.get("when", "before"), action="kill",
                      announce=spec.get("announce", False))
+if spec.get("warm"):  # every strategy asked first: the lexical index settles at this store
+    from tests.test_faults import assert_round_2_shown_whole
+
+    assert_round_2_shown_whole(workbench_at(Path(spec["store"])), spec["warm"], False)
 with injected(faults):
     if spec["mode"] == "cli":
         import core.workbench
@@ -827,6 +910,100 @@ def test_a_round_killed_between_its_links_and_its_responses(store, inputs, refer
     trace = bench.retrieve("acme", criteria[1], "hybrid")
     assert any(c.is_followup and c.lexical_rank is not None
                and c.metadata["answer_text"].startswith(new_answer) for c in trace.first_stage)
+
+
+# A replaced round, seen by every strategy ----------------------------------------------------
+
+# The criterion, and questions worded like a withdrawn answer (linked and ad hoc) and like the
+# new ones, so that the hash path, the vector search and the lexical index each reach them.
+REPLACE_QUERIES = (
+    KEY_CRITERION,
+    f"Do the vendor's keys rotate? {WITHDRAWN_ANSWERS[0]}",
+    f"How are encryption keys handled? {WITHDRAWN_ANSWERS[1]}",
+    f"Do the vendor's keys rotate? {NEW_ANSWER_7}",
+    f"Do the vendor's keys rotate? {NEW_ANSWER_2}",
+)
+
+
+def assert_round_2_shown_whole(bench: Workbench, name: str, committed: bool) -> None:
+    """Every strategy, the hybrid one's lexical index included, shows round 2 as it was before
+    the replacement `name` (`committed` False: none of its new answers) or as it made it
+    (True: none of the answers it withdrew or changed), in what it shows and in its context;
+    and it does show answers of that state."""
+    replacement = REPLACEMENTS[name]
+    hidden = replacement.gone if committed else replacement.new
+    seen: set[str] = set()
+    for strategy in [*STRATEGY_WINDOWS, "hybrid"]:
+        for criterion in REPLACE_QUERIES:
+            trace = bench.retrieve("acme", criterion, strategy)
+            shown = {answer for number, answer in followups_shown(trace) if number == 2}
+            assert not shown & hidden, (strategy, criterion, shown & hidden)
+            assert not [a for a in hidden if a in trace.context], (strategy, criterion)
+            seen |= shown
+    expected = ({*replacement.new, replacement.kept} if committed
+                else {WITHDRAWN_ANSWERS[0], replacement.kept})
+    assert expected <= seen, expected - seen
+
+
+def replace_committed(number: int, when: str) -> bool:
+    """Whether the replacement's commit (write 2, its responses and markers) has landed."""
+    return number > 2 or (number == 2 and when == "after")
+
+
+def removed_when_run_again(number: int, when: str) -> int:
+    """The withdrawn answers still stored (visible, or markers) once the fault hit."""
+    return 4 if number < 3 or (number == 3 and when == "before") else 0
+
+
+@pytest.mark.parametrize(("name", "number", "when"), cases(("round_replace", "round_withdraw")))
+def test_a_replacement_failing_at_a_write_shows_the_round_whole(store, inputs, references,
+                                                                before, name, number, when):
+    """ChromaDB raising just before or after each write of a replacement, in a workbench that
+    had retrieved from the round first (its links, kept records and lexical index at the old
+    state): it, and a fresh one, show round 2 whole, old or new; the same replacement again
+    completes it and reports the answers it still had to remove."""
+    after = references(name).view
+    bench = workbench_at(store)
+    assert_round_2_shown_whole(bench, name, committed=False)
+    with injected(WriteFaults(at=number, when=when)), pytest.raises(InjectedFault):
+        run_ingest(bench, SCENARIOS[name], inputs)
+    committed = replace_committed(number, when)
+    now = assert_interrupted_state(store, before, after)
+    assert now.rounds["acme"][2] == (after if committed else before).rounds["acme"][2]
+    assert_round_2_shown_whole(bench, name, committed)
+    assert_round_2_shown_whole(workbench_at(store), name, committed)
+    assert run_ingest(bench, SCENARIOS[name], inputs) == [{
+        "indexed_count": REPLACEMENTS[name].indexed, "round_number": 2, "vendor_id": "acme",
+        "removed_count": removed_when_run_again(number, when)}]
+    assert_complete(observe(store), after)
+    assert_round_2_shown_whole(bench, name, committed=True)
+
+
+@pytest.mark.parametrize(("name", "number", "when"),
+                         cases(("round_replace", "round_withdraw"), after="last"))
+def test_a_replacement_killed_at_a_write_shows_the_round_whole(store, inputs, references,
+                                                               before, driver, name, number,
+                                                               when):
+    """SIGKILL just before each write of a replacement (and just after the last), in a process
+    that had retrieved from the round first, so the lexical index on disk had settled at the
+    old state: the store holds round 2 as it was or as replaced, every strategy shows that
+    state whole, and the same replacement again completes it."""
+    scenario = SCENARIOS[name]
+    after = references(name).view
+    killed = run_driver(driver, {"mode": "ingest", "scenario": name, "store": str(store),
+                                 "inputs": str(inputs), "at": number, "when": when,
+                                 "warm": name})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert f"fault {when} write {number}: {scenario.writes[number - 1]}" in killed.stderr
+    committed = replace_committed(number, when)
+    now = assert_interrupted_state(store, before, after)
+    assert now.rounds["acme"][2] == (after if committed else before).rounds["acme"][2]
+    bench = workbench_at(store)
+    assert_round_2_shown_whole(bench, name, committed)
+    [report] = run_ingest(bench, scenario, inputs)
+    assert report["removed_count"] == removed_when_run_again(number, when)
+    assert_complete(observe(store), after)
+    assert_round_2_shown_whole(bench, name, committed=True)
 
 
 def test_the_driver_without_a_fault_writes_the_complete_state(store, inputs, references,

@@ -84,12 +84,13 @@ def read_questionnaires(uploads: Sequence[Upload], *, max_responses: int | None 
 
 
 def ingest_uploaded_questionnaires(workbench: Workbench, uploads: Sequence[Upload],
-                                   progress: Progress | None = None
+                                   progress: Progress | None = None, *, replace: bool = False
                                    ) -> list[QuestionnaireIngestReport]:
-    """Validate all rounds (and their vendor ids against the store), then write each."""
+    """Validate all rounds (and their vendor ids against the store), then write each; with
+    `replace`, the uploads (all of one round) become that round."""
     payloads = read_questionnaires(uploads,
                                    limits=PayloadLimits.from_settings(workbench.settings))
-    return list(workbench.ingest_questionnaires(payloads, progress=progress))
+    return list(workbench.ingest_questionnaires(payloads, replace=replace, progress=progress))
 
 
 @dataclass(frozen=True)
@@ -153,12 +154,15 @@ def read_uploaded_rounds(workbench: Workbench, uploads: Sequence[Upload], *,
 
 
 def ingest_loaded_rounds(workbench: Workbench, rounds: Sequence[LoadedRound],
-                         progress: Progress | None = None) -> list[QuestionnaireIngestReport]:
+                         progress: Progress | None = None, *, replace: bool = False
+                         ) -> list[QuestionnaireIngestReport]:
     """Write rounds already read and validated; every vendor id is checked again against the
-    store as it is now before the first round is written, so a refusal leaves nothing."""
+    store as it is now before the first round is written, so a refusal leaves nothing. With
+    `replace`, the rounds (all of one vendor and round) become that round."""
     if not rounds:
         raise UserInputError("There are no questionnaire rounds to ingest.")
-    return list(workbench.ingest_questionnaires([r.payload for r in rounds], progress=progress))
+    return list(workbench.ingest_questionnaires([r.payload for r in rounds], replace=replace,
+                                                progress=progress))
 
 
 def read_uploaded_criteria(name: str, data: bytes, *, max_chars: int) -> list[CriterionEntry]:

@@ -11,7 +11,11 @@ only chunks whose version the manifest names.
 A questionnaire round is written in two steps: 1. one manifest write of every response's
 link (the criterion it answers) with a new generation; 2. one upsert of the responses. A
 response is visible exactly when its record exists; a link naming a record not written yet
-(a crash between the steps) finds nothing, and the same ingest run again writes it."""
+(a crash between the steps) finds nothing, and the same ingest run again writes it. A round
+replaced (`replace=True`) adds to step 1 a tombstone for each answer it withdraws and to the
+one write of step 2 a marker over each such answer's record, then deletes the markers (3) and
+the tombstones (4): see `EvidenceWriter.round`. Records and links already as the round would
+write them are not written again."""
 
 from __future__ import annotations
 
@@ -31,23 +35,37 @@ from core.ingest.documents import PreparedDocument, check_documents, prepare_doc
 from core.ingest.questionnaire import parse_payload, payload_records
 from core.models import (
     DOCUMENT_SOURCE_TYPE,
+    FOLLOWUP_SOURCE_TYPE,
     PayloadLimits,
     QuestionnairePayload,
     StoredRecord,
 )
 from core.reports import DocumentIngestReport, DocumentOutcome, Progress, QuestionnaireIngestReport
 from core.store import (
+    KIND_KEY,
+    LINK_KIND,
+    WITHDRAWN_KEY,
+    WITHDRAWN_SOURCE_TYPE,
     EvidenceStore,
     VendorCollections,
     check_vendor_id,
     commit_links,
     commit_manifest_entry,
+    get_all,
+    is_withdrawn,
+    link_metadata,
+    link_record_id,
     read_manifest,
+    record_fingerprint,
+    withdrawn_link,
+    withdrawn_marker,
 )
 
 # What the readers make of a file is part of its version: when they learn more (version 2:
 # each chunk's section heading path), ingesting the unchanged file again rewrites its chunks.
 READER_VERSION = 2
+# One questionnaire payload, validated or as decoded from JSON.
+RoundInput = QuestionnairePayload | dict[str, Any]
 # Chunks embedded and written per step of a documents ingest (or the store's largest write,
 # if smaller): only one step's vectors are ever held, whatever the size of the ingest.
 WRITE_STEP = 512
@@ -102,6 +120,19 @@ class EvidenceWriter:
             if progress:
                 progress("reading", i, len(files))
 
+        # Everything from reading the manifest to deleting a replaced version happens under
+        # the store's write lock, so a concurrent writer cannot interleave (core/locking.py).
+        with self.store.write_lock(self._waiting(progress)):
+            written, outcomes = self._documents_locked(vendor_id, prepared, doc_type,
+                                                       round_number, progress)
+        return DocumentIngestReport(vendor_id=vendor_id, type=doc_type,
+                                    round_number=round_number, documents=outcomes,
+                                    chunks_written=written)
+
+    def _documents_locked(self, vendor_id: str, prepared: Sequence[PreparedDocument],
+                          doc_type: str, round_number: int | None, progress: Progress | None
+                          ) -> tuple[int, list[DocumentOutcome]]:
+        s = self.settings
         existing = self.existing_vendor(vendor_id)
         committed = read_manifest(existing) if existing else {}
         outcomes: list[DocumentOutcome] = []
@@ -127,9 +158,14 @@ class EvidenceWriter:
                 doc_key = document_key(doc.source, doc_type, round_number)
                 if doc_key in committed and doc_key not in written_keys:
                     delete_stale(existing, doc_key, committed[doc_key]["version"])
-        return DocumentIngestReport(vendor_id=vendor_id, type=doc_type,
-                                    round_number=round_number, documents=outcomes,
-                                    chunks_written=written)
+        return written, outcomes
+
+    @staticmethod
+    def _waiting(progress: Progress | None) -> Callable[[str], None] | None:
+        """Tells the progress callback, once, that the ingest waits for another writer."""
+        if progress is None:
+            return None
+        return lambda message: progress("waiting for another writer", 0, 1)
 
     def write_step(self) -> int:
         """Chunks embedded and written at a time by a documents ingest."""
@@ -196,29 +232,122 @@ class EvidenceWriter:
 
     # Questionnaire rounds ------------------------------------------------------------
 
-    def round(self, payload: QuestionnairePayload | dict[str, Any], *,
+    def round(self, payload: RoundInput | Sequence[QuestionnairePayload], *, replace: bool = False,
               progress: Progress | None = None) -> QuestionnaireIngestReport:
         """Store a whole round: its links with a new generation, then every response in one
-        write (all of them, or none)."""
-        if not isinstance(payload, QuestionnairePayload):
-            payload = parse_payload(payload, limits=PayloadLimits.from_settings(self.settings))
-        elif len(payload.responses) > self.settings.max_responses_per_round:
-            raise UserInputError(
-                f"payload: responses holds {len(payload.responses)} entries; at most "
-                f"{self.settings.max_responses_per_round} are allowed in one round.")
-        self.existing_vendor(payload.vendor_id)
-        records = payload_records(payload)
+        write (all of them, or none). Several payloads (a round may span several, of at most
+        100 responses each) must name one vendor and round; they are written together, as one.
+
+        Payloads of a round accumulate: responses already stored stay. With `replace`, the
+        round becomes exactly these payloads' responses, and the report says how many answers
+        that removed. The protocol, each step one ChromaDB call:
+
+        1. one manifest write: the link of every response whose link differs from the stored
+           one, a tombstone (`core.store.withdrawn_link`) for every answer withdrawn, and a
+           new generation. Nothing a reader shows changes yet: a tombstone keeps the answer's
+           criterion keys, and a reader shows a response exactly when its record exists.
+        2. one chunk upsert: every response whose stored record differs, and over the record
+           of every withdrawn answer a marker (`core.store.withdrawn_marker`: no text, no
+           criterion keys) that no reader shows. This one write is the commit: the round
+           goes from as before to exactly the new set at once, for every reader.
+        3. the markers deleted; 4. the tombstones deleted. Neither changes what a reader
+           shows.
+
+        Why the withdrawal is in step 2 and not in step 1's link write: a round's responses
+        are written after their links (a record's id is fixed by the contract, so a changed
+        answer overwrites the old one in place), so hiding the withdrawn answers with the
+        links would show the round without them but with its old answers after a kill
+        between the two writes, which is neither state. Readers keep records and the lexical
+        index settles by the links' fingerprints; a tombstone has none, so no reader keeps a
+        withdrawn answer past step 2 (see `core.retrieval.links.LinkSet`).
+
+        A process killed anywhere leaves round N as before (before step 2) or exactly the new
+        set (after it); the same replacement run again writes only what is missing, and any
+        ingest of the round deletes the markers and tombstones an interrupted one left. Sent
+        again unchanged, a round writes nothing."""
+        payloads = self._round_payloads(payload)
+        vendor_id, round_number = payloads[0].vendor_id, payloads[0].round_number
+        self.existing_vendor(vendor_id)
+        records = [record for p in payloads for record in payload_records(p)]
         vectors = self.embed([r.text for r in records], progress)
-        vendor = self.store.open_vendor(payload.vendor_id, create=True,
-                                        embedding_model=self.embedder.name)
-        # Each write is one call; a link write holds the generation record besides.
-        if len(records) + 1 > self.store.max_batch_size():  # cannot happen at <= 100
-            raise UserInputError("payload: too many responses to write in one batch.")
-        commit_links(vendor, records)  # 1. the links, and a new generation
-        self.store.upsert(vendor.chunks, records, vectors)  # 2. the responses, all or none
-        return QuestionnaireIngestReport(indexed_count=len(records),
-                                         round_number=payload.round_number,
-                                         vendor_id=payload.vendor_id)
+        with self.store.write_lock(self._waiting(progress)):
+            existing = self.existing_vendor(vendor_id)
+            plan = _plan_round(existing, round_number, records, replace=replace)
+            self._check_round_size(plan, vendor_id, round_number)
+            if plan.writes_anything():
+                vendor = existing or self.store.open_vendor(
+                    vendor_id, create=True, embedding_model=self.embedder.name)
+                self._write_round(vendor, plan, records, vectors)
+        return QuestionnaireIngestReport(indexed_count=len(records), round_number=round_number,
+                                         vendor_id=vendor_id,
+                                         removed_count=plan.removed if replace else None)
+
+    def _round_payloads(self, payload: RoundInput | Sequence[QuestionnairePayload]
+                        ) -> list[QuestionnairePayload]:
+        """The payloads of one round, each validated, refused when they name several rounds
+        or when two of them answer the same question. Several payloads come validated (a
+        list of QuestionnairePayload); anything else is one payload as decoded from JSON, so
+        a JSON list is refused as not an object."""
+        several = (isinstance(payload, list | tuple) and bool(payload)
+                   and all(isinstance(p, QuestionnairePayload) for p in payload))
+        items = list(payload) if several else [payload]  # type: ignore[arg-type]
+        limits = PayloadLimits.from_settings(self.settings)
+        payloads = []
+        for item in items:
+            if not isinstance(item, QuestionnairePayload):
+                item = parse_payload(item, limits=limits)
+            elif len(item.responses) > self.settings.max_responses_per_round:
+                raise UserInputError(
+                    f"payload: responses holds {len(item.responses)} entries; at most "
+                    f"{self.settings.max_responses_per_round} are allowed in one round.")
+            payloads.append(item)
+        check_one_round(payloads)
+        first_seen: dict[str, int] = {}
+        for number, item in enumerate(payloads, start=1):
+            for record in payload_records(item):
+                earlier = first_seen.setdefault(record.id, number)
+                if earlier != number:
+                    question = str(record.metadata["question_text"])
+                    shown = question if len(question) <= 60 else question[:57] + "..."
+                    raise UserInputError(
+                        f"Payloads {earlier} and {number} of round {item.round_number} of "
+                        f"vendor '{item.vendor_id}' both answer the question {shown!r} (for "
+                        "the same criterion); a round given in several payloads holds each "
+                        "answer once.")
+        return payloads
+
+    def _check_round_size(self, plan: _RoundPlan, vendor_id: str, round_number: int) -> None:
+        """Steps 1 and 2 are one call each; refuse, before writing, a round that does not fit
+        (a link write holds the generation record besides)."""
+        largest = self.store.max_batch_size()
+        needed = max(len(plan.links) + len(plan.tombstones) + 1,
+                     len(plan.records) + len(plan.markers))
+        if needed > largest:
+            raise UserInputError(
+                f"Round {round_number} of vendor '{vendor_id}' needs {needed} records in one "
+                f"write, more than the store takes at once ({largest}); send fewer responses "
+                "in one command.")
+
+    def _write_round(self, vendor: VendorCollections, plan: _RoundPlan,
+                     records: Sequence[StoredRecord], vectors: np.ndarray) -> None:
+        """Steps 1 to 4 of `round`, each skipped when it has nothing to write."""
+        if plan.links or plan.tombstones:  # 1. links and tombstones, and a new generation
+            commit_links(vendor, plan.links, plan.tombstones)
+        if plan.records or plan.markers:  # 2. the responses and the markers, all or none
+            rows = {r.id: i for i, r in enumerate(records)}
+            parts = [vectors[[rows[r.id] for r in plan.records]]] if plan.records else []
+            if plan.markers:
+                parts.append(_stored_vectors(vendor, [m.id for m in plan.markers]))
+            self.store.upsert(vendor.chunks, [*plan.records, *plan.markers],
+                              np.concatenate(parts))
+        batch = self.store.max_batch_size()
+        for start in range(0, len(plan.delete_records), batch):  # 3. the markers
+            vendor.chunks.delete(ids=plan.delete_records[start : start + batch],
+                                 where={"source_type": WITHDRAWN_SOURCE_TYPE})
+        links = [link_record_id(i) for i in plan.delete_links]
+        for start in range(0, len(links), batch):  # 4. the tombstones
+            vendor.manifest.delete(ids=links[start : start + batch],
+                                   where={WITHDRAWN_KEY: True})
 
     # Shared --------------------------------------------------------------------------
 
@@ -245,6 +374,88 @@ class EvidenceWriter:
             return self.store.open_vendor(vendor_id, embedding_model=self.embedder.name)
         self.store.refuse_case_clash(vendor_id, vendors)
         return None
+
+
+def check_one_round(payloads: Sequence[QuestionnairePayload], *, what: str = "payloads",
+                    why: str = "payloads stored together make one round") -> None:
+    """Refuse payloads naming more than one (vendor, round), in one sentence naming two."""
+    rounds = list(dict.fromkeys((p.vendor_id, p.round_number) for p in payloads))
+    if len(rounds) > 1:
+        (first_vendor, first_round), (vendor_id, round_number) = rounds[:2]
+        other = (f"round {round_number} of vendor '{vendor_id}'" if vendor_id != first_vendor
+                 else f"round {round_number}")
+        raise UserInputError(
+            f"The {what} name round {first_round} of vendor '{first_vendor}' and {other}, "
+            f"but {why}.")
+
+
+@dataclass
+class _RoundPlan:
+    """What storing a round takes, from the store as it is (read under the write lock)."""
+
+    records: list[StoredRecord]  # responses whose stored record differs (or is missing)
+    links: list[StoredRecord]  # responses whose stored link differs (or is missing)
+    tombstones: list[dict[str, Any]]  # links of withdrawn answers, made tombstones
+    markers: list[StoredRecord]  # withdrawn answers whose record is not a marker yet
+    delete_records: list[str]  # ids of the withdrawn answers' records (markers after step 2)
+    delete_links: list[str]  # ids of the withdrawn answers' links (tombstones after step 1)
+    removed: int  # answers removed from the round: their record stored, visible or marked
+
+    def writes_anything(self) -> bool:
+        return bool(self.records or self.links or self.tombstones or self.markers
+                    or self.delete_records or self.delete_links)
+
+
+def _plan_round(vendor: VendorCollections | None, round_number: int,
+                records: Sequence[StoredRecord], *, replace: bool) -> _RoundPlan:
+    """Compare the round's responses with what round `round_number` holds. Withdrawn: with
+    `replace`, every answer of the round these responses do not hold; without, only the
+    markers and tombstones an interrupted replacement left (already invisible)."""
+    stored, links = _stored_round(vendor, round_number) if vendor else ({}, {})
+    wanted = {r.id for r in records}
+    changed = [r for r in records
+               if stored.get(r.id, ("", {}))[0] != record_fingerprint(r.text, dict(r.metadata))]
+    relinked = [r for r in records if links.get(r.id) != link_metadata(r)]
+    if replace:
+        gone = (set(stored) | set(links)) - wanted
+    else:
+        gone = ({i for i, (_, meta) in stored.items() if is_withdrawn(meta)}
+                | {i for i, meta in links.items() if meta.get(WITHDRAWN_KEY)}) - wanted
+    gone_ids = sorted(gone)
+    visible = [i for i in gone_ids if i in stored and not is_withdrawn(stored[i][1])]
+    tombstones = [withdrawn_link(i, links.get(i) or stored[i][1]) for i in gone_ids
+                  if not links.get(i, {}).get(WITHDRAWN_KEY)
+                  and (i in links or i in visible)]
+    return _RoundPlan(
+        records=changed, links=relinked, tombstones=tombstones,
+        markers=[withdrawn_marker(i, stored[i][1]) for i in visible],
+        delete_records=[i for i in gone_ids if i in stored],
+        delete_links=[i for i in gone_ids if i in links or i in visible],
+        removed=sum(i in stored for i in gone_ids))
+
+
+def _stored_round(vendor: VendorCollections, round_number: int
+                  ) -> tuple[dict[str, tuple[str, dict[str, Any]]], dict[str, dict[str, Any]]]:
+    """(follow-up id -> (fingerprint, metadata) of each response and marker of the round,
+    follow-up id -> metadata of each of its links and tombstones)."""
+    where = {"$and": [{"round_number": round_number},
+                      {"source_type": {"$in": [FOLLOWUP_SOURCE_TYPE, WITHDRAWN_SOURCE_TYPE]}}]}
+    found = get_all(vendor.chunks, where=where, include=("documents", "metadatas"))
+    stored = {i: (record_fingerprint(text, dict(meta)), dict(meta))
+              for i, text, meta in zip(found["ids"], found["documents"], found["metadatas"],
+                                       strict=True)}
+    found = get_all(vendor.manifest, include=("metadatas",),
+                    where={"$and": [{KIND_KEY: LINK_KIND}, {"round_number": round_number}]})
+    links = {str(meta["followup_id"]): dict(meta) for meta in found["metadatas"]}
+    return stored, links
+
+
+def _stored_vectors(vendor: VendorCollections, ids: Sequence[str]) -> np.ndarray:
+    """The stored vectors of these records, in the order of `ids` (a marker keeps the vector
+    of the answer it replaces: every record of the collection needs one)."""
+    found = vendor.chunks.get(ids=list(ids), include=["embeddings"])
+    by_id = dict(zip(found["ids"], found["embeddings"], strict=True))
+    return np.asarray([by_id[i] for i in ids], dtype=np.float32)
 
 
 def document_records(vendor_id: str, doc: PreparedDocument, doc_key: str, version: str,

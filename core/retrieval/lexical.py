@@ -165,12 +165,15 @@ class LexicalIndex:
 
     def __init__(self, path: Path, chunks: Any, versions: Mapping[str, str], *,
                  generation: str | None = None,
-                 expected_followups: Callable[[], Mapping[str, str]] | None = None,
+                 expected_followups: Callable[[], Mapping[str, str | None]] | None = None,
                  page_size: int = 5000) -> None:
         """`generation`: the manifest generation `versions` were read at (None: every sync
         reads the store). `expected_followups`: follow-up id -> fingerprint, as the links at
         that generation record them; a sync settles at the generation only when the index
-        holds every one of them."""
+        holds every one of them. None for an answer a replaced round withdraws (its link is a
+        tombstone): the index settles only once it no longer holds that answer, which is when
+        the round's responses' write has turned its record into a marker (markers are never
+        read: they are not follow-up responses)."""
         self.path = path
         self._chunks = chunks
         self._versions = dict(versions)
@@ -182,7 +185,7 @@ class LexicalIndex:
     @classmethod
     def for_vendor(cls, settings: Settings, vendor: VendorCollections,
                    versions: Mapping[str, str], *, generation: str | None = None,
-                   expected_followups: Callable[[], Mapping[str, str]] | None = None
+                   expected_followups: Callable[[], Mapping[str, str | None]] | None = None
                    ) -> LexicalIndex:
         """The vendor's index at these committed versions (not yet synced)."""
         return cls(index_path(settings, vendor.vendor_id), vendor.chunks, versions,
@@ -226,6 +229,37 @@ class LexicalIndex:
                 self._settle(db, collection_id, wanted)
         self._synced = True
         return report
+
+    def rebuild(self) -> SyncReport:
+        """Make the index afresh from the store's committed state, in one transaction: a
+        reader sees the old rows or the new ones, never an empty index. The index is derived,
+        so a rebuild is always safe. A sync trusts the index's own records of what it holds
+        (the versions and follow-up fingerprints); rows that disagree with those records (lost,
+        altered, or of no recorded version) are mended only by a rebuild, which `evidence
+        check` (core/check.py) runs when it finds them. The tables are dropped and made again
+        rather than emptied: a damaged full-text index cannot be emptied row by row."""
+        collection_id = str(self._chunks.id)
+        wanted = {(k, v) for k, v in self._versions.items()}
+        with self._connection() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for table in _TABLES:
+                    db.execute(f"DROP TABLE IF EXISTS {table}")
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    db.execute(statement)
+                db.execute("INSERT INTO meta VALUES ('schema_version', ?)",
+                           (str(SCHEMA_VERSION),))
+                db.execute("INSERT INTO meta VALUES ('collection_id', ?)", (collection_id,))
+                report = self._apply(db, collection_id, wanted)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            if self._generation is not None:
+                self._settle(db, collection_id, wanted)
+        self._synced = True
+        return SyncReport(chunks_added=report.chunks_added, versions_added=report.versions_added,
+                          followups_added=report.followups_added, rebuilt=True)
 
     @staticmethod
     def _settled_at(db: sqlite3.Connection) -> tuple[str | None, str | None]:
@@ -291,6 +325,9 @@ class LexicalIndex:
         fresh = [i for i in followups if known.get(i) != followups[i][0]]
         for record_id in fresh:
             fingerprint, text, metadata = followups[record_id]
+            # A row whose fingerprint record was lost would make the insert collide, and
+            # every later sync with it.
+            removed += _delete_rows(db, "id = ?", (record_id,))
             _insert(db, StoredChunk(record_id, text, metadata), None)
             db.execute("INSERT INTO followups VALUES (?, ?)", (record_id, fingerprint))
             added += 1

@@ -8,7 +8,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from core.retrieval.source import RecordReader, StoredChunk
-from core.store import VendorCollections, followup_link, read_links, record_fingerprint
+from core.store import (
+    WITHDRAWN_KEY,
+    VendorCollections,
+    followup_link,
+    read_links,
+    record_fingerprint,
+)
 
 # follow-up id -> (criterion hash, canonical criterion hash, linked criterion text); None, None
 # and "" for an ad-hoc question.
@@ -19,10 +25,21 @@ Links = dict[str, tuple[str | None, str | None, str]]
 class LinkSet:
     """Every link the manifest holds at one generation: what each follow-up answers, and the
     fingerprint of the response as its round wrote it (see `core.store.record_fingerprint`).
-    A link may name a response that is not written yet; readers fetch responses by id."""
+    A link may name a response that is not written yet; readers fetch responses by id.
+
+    `withdrawn`: the follow-ups whose link is the tombstone of a replaced round's withdrawn
+    answer. They stay in `links` (until the round's responses' write turns the record into a
+    marker, which no reader shows, the answer is as it was), never in `fingerprints`, so no
+    reader keeps their record."""
 
     links: Links = field(default_factory=dict)
     fingerprints: dict[str, str] = field(default_factory=dict)
+    withdrawn: frozenset[str] = frozenset()
+
+    def indexed_as(self) -> dict[str, str | None]:
+        """Follow-up id -> the fingerprint the lexical index must hold for it at this
+        generation; None for a withdrawn answer, which it must not hold at all."""
+        return {**self.fingerprints, **dict.fromkeys(self.withdrawn)}
 
 
 class FollowupLinks:
@@ -45,9 +62,12 @@ class FollowupLinks:
             if cached is not None and cached[0] == generation:
                 return cached[1]
         found = read_links(vendor)
+        withdrawn = frozenset(i for i, meta in found.items() if meta.get(WITHDRAWN_KEY))
         links = LinkSet(
             links={i: followup_link(meta) for i, meta in found.items()},
-            fingerprints={i: str(meta.get("fingerprint") or "") for i, meta in found.items()})
+            fingerprints={i: str(meta.get("fingerprint") or "") for i, meta in found.items()
+                          if i not in withdrawn},
+            withdrawn=withdrawn)
         # Read after the caller read `generation`, so never older than it: a newer write
         # changed the generation too, and the caller's run is repeated on the new one.
         if generation is not None:
@@ -88,6 +108,11 @@ class LinkedResponses:
         missing = [i for i in ids if i not in kept]
         if missing:
             self._read(vendor_id, records, missing, fingerprints)
+
+    def holds(self, vendor_id: str, fingerprints: Mapping[str, str]) -> bool:
+        """Whether every record is kept as its link fingerprints it (all of them landed)."""
+        return len(self._kept_as(vendor_id, list(fingerprints), fingerprints)) == len(
+            fingerprints)
 
     def _kept_as(self, vendor_id: str, ids: Sequence[str], fingerprints: Mapping[str, str]
                  ) -> dict[str, StoredChunk]:

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from core.hashing import canonical_criterion_hash
-from core.store import get_all, present_rows
+from core.store import get_all, is_withdrawn, present_rows
 
 Where = dict[str, Any]
 
@@ -172,12 +172,17 @@ class ChromaEvidence:
                  for c in self.by_ids(missing, embeddings=True)]
         return sorted([*rows, *extra], key=lambda row: row[3])
 
+    # Records looked up are never the marker of an answer a replaced round withdrew: to a
+    # reader that answer no longer exists.
+
     def ids(self, where: Where) -> list[str]:
-        return [i for i, _ in self._pages(where, include=())]
+        return [i for i, row in self._pages(where, include=("metadatas",))
+                if not is_withdrawn(row["metadatas"])]
 
     def by_metadata(self, where: Where) -> list[StoredChunk]:
         return [StoredChunk(i, row["documents"], dict(row["metadatas"]))
-                for i, row in self._pages(where, include=("documents", "metadatas"))]
+                for i, row in self._pages(where, include=("documents", "metadatas"))
+                if not is_withdrawn(row["metadatas"])]
 
     def by_ids(self, ids: Sequence[str], *, embeddings: bool = False) -> list[StoredChunk]:
         include = ["documents", "metadatas"] + (["embeddings"] if embeddings else [])
@@ -186,6 +191,8 @@ class ChromaEvidence:
         for start in range(0, len(ids), batch):
             page = self._chunks.get(ids=list(ids[start : start + batch]), include=include)
             for position in present_rows(page, include):
+                if is_withdrawn(page["metadatas"][position]):
+                    continue
                 vector = (np.asarray(page["embeddings"][position], dtype=np.float32)
                           if embeddings else None)
                 chunks.append(StoredChunk(page["ids"][position], page["documents"][position],

@@ -29,7 +29,7 @@ from core.models import (
 from core.rerank import Reranker
 from core.retrieval.links import Links
 from core.retrieval.source import CandidateSource, Query, RecordReader, StoredChunk, Where
-from core.store import followup_canonical_hash
+from core.store import followup_canonical_hash, is_withdrawn
 
 TIER_ORDER = {"high": 0, "medium": 1, "low": 2}
 # Text comparisons kept per process: the strategies shown side by side ask the same pairs.
@@ -124,8 +124,11 @@ def first_stage(env: RetrievalEnv, query: Query, n: int, *,
                 where: Where | None = None) -> list[Candidate]:
     """The `n` nearest committed candidates from the environment's candidate source."""
     candidates: list[Candidate] = []
-    stale = 0
+    stale = withdrawn = 0
     for neighbour in env.search.nearest(query, n, where=where):
+        if is_withdrawn(neighbour.chunk.metadata):
+            withdrawn += 1
+            continue
         if not neighbour.committed:
             stale += 1
             continue
@@ -137,6 +140,11 @@ def first_stage(env: RetrievalEnv, query: Query, n: int, *,
         env.notes.append(
             f"{stale} chunk(s) of an unfinished document ingest were skipped; run the same "
             "ingest again to complete it."
+        )
+    if withdrawn:
+        env.notes.append(
+            f"{withdrawn} answer(s) withdrawn by an unfinished replacement of a round were "
+            "skipped; run the same replacement again to complete it."
         )
     return candidates
 

@@ -14,6 +14,7 @@ import streamlit as st
 
 from core.config import MAX_ROUND_NUMBER
 from core.errors import EvidenceError
+from core.ingest.questionnaire import parse_payload_bytes
 from core.ingest.spreadsheets import is_spreadsheet
 from core.ingest.uploads import (
     UploadedRound,
@@ -172,8 +173,41 @@ def responses_text(count: int) -> str:
 
 
 def rounds_outcome(reports: Sequence[QuestionnaireIngestReport]) -> str:
-    return "; ".join(f"{r.vendor_id} round {r.round_number}: {responses_text(r.indexed_count)}"
-                     for r in reports) + " stored."
+    stored = "; ".join(f"{r.vendor_id} round {r.round_number}: "
+                       f"{responses_text(r.indexed_count)}" for r in reports) + " stored."
+    return " ".join([stored, *(f"Round {r.round_number} of {r.vendor_id} replaced: "
+                               f"{answers_removed_text(r.removed_count)}."
+                               for r in reports if r.removed_count is not None)])
+
+
+def answers_removed_text(count: int) -> str:
+    return f"{count} answer{'' if count == 1 else 's'} removed"
+
+
+def rounds_named(uploads: Sequence[tuple[str, bytes]]) -> list[tuple[str, int]]:
+    """The (vendor, round) each uploaded JSON round that reads names, in upload order."""
+    named: list[tuple[str, int]] = []
+    for name, data in uploads:
+        try:
+            payload = parse_payload_bytes(name, data)
+        except EvidenceError:
+            continue
+        named.append((payload.vendor_id, payload.round_number))
+    return list(dict.fromkeys(named))
+
+
+def replace_box(named: Sequence[tuple[str, int]]) -> bool:
+    """The choice to replace the round with the upload rather than add to it; off unless
+    ticked. Its label names the round when the upload names exactly one."""
+    label = "Replace the round with this upload"
+    if len(named) == 1:
+        (vendor_id, number), = named
+        label = f"Replace round {number} of {vendor_id} with this upload"
+    return st.checkbox(
+        label, value=False, key="replace_round",
+        help="Off: the uploaded answers join those the round already holds. On: the round "
+             "becomes exactly the uploaded files (all of one vendor and round): its answers "
+             "missing from them are removed, in the same atomic step.")
 
 
 def ingest_label(rounds: Sequence[UploadedRound]) -> str:
@@ -233,7 +267,8 @@ def round_options(vendor: str | None) -> tuple[str, int, str | None]:
     return vendor_id, round_number, answer_timestamp(answered_at, zone)
 
 
-def show_preview(rounds: Sequence[UploadedRound], statuses: Sequence[VendorStatus]) -> None:
+def show_preview(rounds: Sequence[UploadedRound], statuses: Sequence[VendorStatus], *,
+                 replace: bool = False) -> None:
     """What will be written, round by round, with every note on how a cell was read."""
     held = {s.vendor_id: set(s.rounds) for s in statuses}
     for loaded in rounds:
@@ -245,9 +280,11 @@ def show_preview(rounds: Sequence[UploadedRound], statuses: Sequence[VendorStatu
         for note in loaded.notes:
             st.caption(plain(note))
         if payload.round_number in held.get(payload.vendor_id, set()):
-            st.caption(plain(f"Round {payload.round_number} of {payload.vendor_id} already "
-                             "holds answers; these join them (an answer to the same criterion "
-                             "and question replaces the stored one)."))
+            st.caption(plain(
+                f"Round {payload.round_number} of {payload.vendor_id} already holds answers; "
+                + ("the upload replaces them: the round's answers missing from it are removed."
+                   if replace else "these join them (an answer to the same criterion and "
+                   "question replaces the stored one).")))
         st.dataframe(preview_table(loaded), hide_index=True, column_config={
             "row": st.column_config.NumberColumn(
                 "Row" if loaded.from_spreadsheet else "Response", format="%d",
@@ -276,9 +313,10 @@ def show_round_upload(workbench: Workbench, vendor: str | None,
                              key="upload_questionnaires")
     uploads = [(f.name, f.getvalue()) for f in files or []]
     if not any(is_spreadsheet(name) for name, _ in uploads):
+        replace = replace_box(rounds_named(uploads))
         if st.button("Ingest the rounds", key="ingest_questionnaires", disabled=not uploads):
             reports = run_ingest("Ingesting rounds:", lambda show: ingest_uploaded_questionnaires(
-                workbench, uploads, show))
+                workbench, uploads, show, replace=replace))
             if reports is not None:
                 finish("rounds", rounds_outcome(reports))
         show_outcome("rounds")
@@ -293,10 +331,12 @@ def show_round_upload(workbench: Workbench, vendor: str | None,
         show_outcome("rounds")
         return
     st.markdown("**Preview**: nothing is written until you press the button below.")
-    show_preview(rounds, statuses)
+    replace = replace_box(list(dict.fromkeys(
+        (r.payload.vendor_id, r.payload.round_number) for r in rounds)))
+    show_preview(rounds, statuses, replace=replace)
     if st.button(ingest_label(rounds), key="ingest_spreadsheet_rounds", type="primary"):
         reports = run_ingest("Ingesting rounds:",
-                             lambda show: resources.ingest_rounds(rounds, show))
+                             lambda show: resources.ingest_rounds(rounds, show, replace=replace))
         if reports is not None:
             finish("rounds", rounds_outcome(reports))
     show_outcome("rounds")

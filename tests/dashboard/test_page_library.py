@@ -428,3 +428,84 @@ def test_json_and_spreadsheet_rounds_together_are_previewed_and_written_together
 
     assert at.success[0].value == "acme round 7: 1 response; acme round 6: 2 responses stored."
     assert {6, 7} <= set(linked_rounds(dashboard_workbench, "acme", AES_CRITERION))
+
+
+# Replacing a round ---------------------------------------------------------------------------
+
+def sample_round_5() -> dict:
+    return json.loads((SAMPLE_DATA / "vendors" / "acme" / "questionnaires" / "round_5.json")
+                      .read_text(encoding="utf-8"))
+
+
+def test_a_json_upload_replaces_its_round_when_the_box_is_ticked(dashboard_workbench):
+    """Off by default (the upload joins the round); ticked, the round becomes the upload and
+    the outcome says how many answers left it."""
+    stored = sample_round_5()
+    assert status_of(dashboard_workbench)["acme"]["by_type"]["followup_response:5"] == len(
+        stored["responses"]) == 5
+    kept = stored["responses"][0]
+    at = page("library").run()
+    assert at.checkbox(key="replace_round").value is False
+    at.file_uploader(key="upload_questionnaires").upload(
+        "round_5.json", json.dumps({**stored, "responses": [kept]}).encode(),
+        "application/json")
+    at.run()
+    box = at.checkbox(key="replace_round")
+    assert box.label == "Replace round 5 of acme with this upload"
+    assert box.value is False
+
+    box.check().run()
+    at.button(key="ingest_questionnaires").click().run()
+
+    assert not at.exception and not at.error
+    assert at.success[0].value == ("acme round 5: 1 response stored. Round 5 of acme replaced: "
+                                   "4 answers removed.")
+    acme = status_of(dashboard_workbench)["acme"]
+    assert acme["by_type"]["followup_response:5"] == 1
+    assert acme["incomplete_chunks"] == 0
+    rounds = table(at, "Follow-up document chunks")
+    assert rounds.set_index(["Vendor", "Round"]).loc[("acme", 5), "Follow-up responses"] == 1
+    answers = {row["answer_text"] for row in dashboard_workbench.browse_chunks(
+        "acme", doc_type="followup_response:5")}
+    assert answers == {kept["answer_text"]}
+
+
+def test_a_spreadsheet_upload_replaces_the_round_it_is_given(dashboard_workbench):
+    at = page("library").run()
+    at.file_uploader(key="upload_questionnaires").upload(
+        "answers.csv", csv_bytes(SHEET_ROWS), "text/csv")
+    at.run()
+    at.number_input(key="sheet_round").set_value(5).run()
+    box = at.checkbox(key="replace_round")
+    assert box.label == "Replace round 5 of acme with this upload"
+    notes = [c.value for c in at.caption]
+    assert any("these join them" in n for n in notes)
+
+    box.check().run()
+    assert any("the upload replaces them" in c.value for c in at.caption)
+    at.button(key="ingest_spreadsheet_rounds").click().run()
+
+    assert not at.exception and not at.error
+    assert at.success[0].value == ("acme round 5: 2 responses stored. Round 5 of acme "
+                                   "replaced: 5 answers removed.")
+    assert status_of(dashboard_workbench)["acme"]["by_type"]["followup_response:5"] == 2
+
+
+def test_a_replacement_naming_two_rounds_is_refused_and_writes_nothing(dashboard_workbench):
+    before = store_snapshot(dashboard_workbench)
+    at = page("library").run()
+    at.file_uploader(key="upload_questionnaires").set_value([
+        ("round_6.json", json.dumps(round_payload()).encode(), "application/json"),
+        ("round_7.json", json.dumps(round_payload(round_number=7)).encode(),
+         "application/json"),
+    ])
+    at.run()
+    assert at.checkbox(key="replace_round").label == "Replace the round with this upload"
+    at.checkbox(key="replace_round").check().run()
+    at.button(key="ingest_questionnaires").click().run()
+
+    assert not at.exception
+    message = at.error[0].value
+    assert message.startswith("The files given to replace name round 6 of vendor 'acme' and "
+                              "round 7") and one_sentence(message)
+    assert_unchanged(before, store_snapshot(dashboard_workbench))
