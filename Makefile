@@ -24,11 +24,14 @@ dashboard: install
 	$(BIN)/streamlit run dashboard/app.py
 
 # Debian packages the tests use: chromium for the browser tests (Playwright's own browser
-# download cannot work offline), strace to watch the network traffic of a real run.
+# download cannot work offline), strace to watch the network traffic of a real run, nginx
+# and openssl for the shared server behind a TLS proxy (tests/tls_proxy.py).
 system-packages:
 	@missing=""; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v strace >/dev/null || missing="$$missing strace"; \
+	command -v nginx >/dev/null || test -x /usr/sbin/nginx || missing="$$missing nginx"; \
+	command -v openssl >/dev/null || missing="$$missing openssl"; \
 	if [ -n "$$missing" ]; then \
 	  echo "Installing Debian packages for the tests:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

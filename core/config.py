@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Limits on what a user may hand in. They live here, beside Settings, because the payload
@@ -39,17 +40,33 @@ SEED_CONSTANT_NAMES = (
 # Where `evidence bench` results are recorded (benchmarks/README.md) and the dashboard's
 # Quality page reads them from.
 BENCHMARK_RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+# Settings whose values are secrets: no message shows them, even a refused value.
+SECRET_SETTINGS = frozenset({"chroma_token", "llm_api_key"})
+_TOKEN_CHARACTERS = re.compile(r"[\x21-\x7e]+")
 
 
 class Settings(BaseSettings):
     """Constructor arguments beat EVIDENCE_* environment variables beat these defaults."""
 
-    model_config = SettingsConfigDict(env_prefix="EVIDENCE_", extra="ignore")
+    # A refused value is never part of the error's text: it may be a token (the CLI names
+    # the other refused values itself).
+    model_config = SettingsConfigDict(env_prefix="EVIDENCE_", extra="ignore",
+                                      hide_input_in_errors=True)
 
     # Store: an embedded ChromaDB folder, or a server when chroma_host is set.
     store: Path = Path(".evidence")
     chroma_host: str | None = None
     chroma_port: int = 8000
+    # A server: every request gives up when the server has not answered for this long
+    # (connecting, sending, or waiting for the next bytes of the answer).
+    chroma_timeout_s: float = Field(30.0, gt=0.0, le=3600.0)
+    # A shared server behind a reverse proxy that terminates TLS and checks a token (README,
+    # "Deployment: a shared server for a team"): https, the PEM file of the CAs that signed the
+    # proxy's certificate (unset: certifi's public CAs, or SSL_CERT_FILE), and the token sent
+    # as `Authorization: Bearer <token>` on every request. The token is never shown.
+    chroma_ssl: bool = False
+    chroma_ca_bundle: Path | None = None
+    chroma_token: SecretStr | None = None
 
     # Models. Downloads are off: a model that is not on disk is reported, never fetched.
     embedding_model: str = "all-MiniLM-L6-v2"
@@ -136,6 +153,10 @@ class Settings(BaseSettings):
     # Recorded benchmark results the dashboard shows.
     benchmark_results: Path = BENCHMARK_RESULTS_DIR
 
+    # Ingestion. Writers into one store take turns (core/locking.py): a second one waits this
+    # long for the first; on a server, a writer's lease lapses if not renewed for write_lease_s.
+    write_lock_wait_s: float = Field(900.0, ge=0.0, le=86400.0)
+    write_lease_s: float = Field(60.0, ge=1.0, le=3600.0)
     # Ingestion.
     chunk_size: int = Field(1000, ge=100)
     chunk_overlap: int = Field(150, ge=0)
@@ -144,6 +165,33 @@ class Settings(BaseSettings):
     max_answer_chars: int = Field(MAX_ANSWER_CHARS, ge=1)
     max_questionnaire_bytes: int = Field(MAX_QUESTIONNAIRE_BYTES, ge=1)
     max_document_bytes: int = Field(MAX_DOCUMENT_BYTES, ge=1)
+
+    @field_validator("chroma_ca_bundle")
+    @classmethod
+    def _readable_ca_bundle(cls, path: Path | None) -> Path | None:
+        if path is None:
+            return None
+        path = path.expanduser()
+        if not path.is_file():
+            raise ValueError(f"there is no file at {path}; give the PEM file of the CA "
+                             "certificates that signed the server's certificate")
+        import ssl
+
+        try:
+            ssl.create_default_context(cafile=str(path))
+        except (OSError, ssl.SSLError, ValueError):
+            raise ValueError(f"{path} holds no PEM CA certificate that can be read") from None
+        return path
+
+    @field_validator("chroma_token")
+    @classmethod
+    def _header_safe_token(cls, token: SecretStr | None) -> SecretStr | None:
+        # Checked here, so a token that cannot be sent in an HTTP header is refused as a
+        # setting (without showing it) rather than failing inside the HTTP library.
+        if token is not None and not _TOKEN_CHARACTERS.fullmatch(token.get_secret_value()):
+            raise ValueError("a token is one or more printable ASCII characters without "
+                             "spaces")
+        return token
 
     def seed_constants(self) -> dict[str, float | int | None]:
         """The retrieval constants in force, as recorded in every trace."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -17,6 +19,7 @@ from core.config import Settings
 from core.errors import StoreError, UnknownVendorError, UserInputError
 from core.hashing import canonical_criterion_question_hash
 from core.models import FOLLOWUP_SOURCE_TYPE, StoredRecord, is_valid_vendor_id
+from core.store_path import STORE_DATABASE, check_store_path
 
 # ChromaDB reads this before its telemetry client starts; nothing leaves the machine.
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -38,6 +41,13 @@ MANIFEST_GENERATION_ID = "__generation__"
 KIND_KEY = "kind"
 LINK_KIND = "followup_link"
 _LINK_PREFIX = "link:"
+# A round replaced with `--replace` withdraws the answers its new payloads no longer hold. A
+# withdrawn answer's record is rewritten as a marker of this source type (no text, no link
+# keys), in the same single write that stores the round's new responses, and deleted after;
+# its link record carries WITHDRAWN_KEY (a tombstone) from the link write before that until
+# it is deleted last. See `core.ingest.writer.EvidenceWriter.round`.
+WITHDRAWN_SOURCE_TYPE = "withdrawn_follow_up_response"
+WITHDRAWN_KEY = "withdrawn"
 # ChromaDB keeps one shared system per store path (or server) in a process-wide registry that
 # it fills without a lock: clients created at the same moment in two threads can come up
 # without their tenant, or on a system another thread then replaces, and writes go missing.
@@ -97,13 +107,17 @@ class EvidenceStore:
     @property
     def location(self) -> str:
         if self.settings.chroma_host:
-            return f"ChromaDB server {self.settings.chroma_host}:{self.settings.chroma_port}"
+            scheme = "https://" if self.settings.chroma_ssl else ""
+            return (f"ChromaDB server {scheme}{self.settings.chroma_host}:"
+                    f"{self.settings.chroma_port}")
         return f"store {self.settings.store}"
 
     @property
     def client(self) -> Any:
         with self._lock:
             if self._client is None:
+                if not self.settings.chroma_host:  # ChromaDB makes its files on connecting
+                    check_store_path(self.settings.store, opening=True)
                 with _CLIENT_CREATION:
                     self._client = self._connect()
             return self._client
@@ -115,20 +129,34 @@ class EvidenceStore:
         chroma_settings = ChromaSettings(anonymized_telemetry=False)
         try:
             if self.settings.chroma_host:
-                return _ServerCalls(chromadb.HttpClient(
-                    host=self.settings.chroma_host,
-                    port=self.settings.chroma_port,
-                    settings=chroma_settings,
-                ), self.location)
+                return _ServerCalls(_server_client(self.settings),
+                                    _ServerProblems(self.settings, self.location))
             store = self.settings.store
             if store.exists() and not store.is_dir():
                 raise UserInputError(f"The store path {store} exists and is not a folder.")
             store.mkdir(parents=True, exist_ok=True)
             return chromadb.PersistentClient(path=str(store), settings=chroma_settings)
-        except UserInputError:
+        except (UserInputError, StoreError):
             raise
         except Exception as exc:  # chromadb raises plain exceptions for connection failures
-            raise StoreError(f"Cannot open the {self.location}: {_one_line(exc)}") from exc
+            problems = _ServerProblems(self.settings, self.location)
+            sentence = (problems.sentence(exc, connecting=True) if self.settings.chroma_host
+                        else None)
+            raise StoreError(sentence or problems.redacted(
+                f"Cannot open the {self.location}: {_one_line(exc)}")) from exc
+
+    def write_lock(self, on_wait: Callable[[str], None] | None = None
+                   ) -> contextlib.AbstractContextManager[None]:
+        """The store's write lock (core/locking.py), held by one ingest at a time."""
+        from core.locking import LeaseLock, folder_lock
+
+        s = self.settings
+        if s.chroma_host:
+            return LeaseLock(self.client, self.location, lease_s=s.write_lease_s,
+                             wait_s=s.write_lock_wait_s).held(on_wait)
+        store = s.store
+        check_store_path(store, opening=True)  # a file, a pipe, a broken link, someone's folder
+        return folder_lock(store, self.location, s.write_lock_wait_s, on_wait)
 
     def max_batch_size(self) -> int:
         return int(self.client.get_max_batch_size())
@@ -136,8 +164,12 @@ class EvidenceStore:
     # Vendors -------------------------------------------------------------------------
 
     def exists(self) -> bool:
-        """False for an embedded store that was never written: reading it creates nothing."""
-        return bool(self.settings.chroma_host) or (self.settings.store / "chroma.sqlite3").exists()
+        """False for an embedded store that was never written: reading it creates nothing.
+        A path that cannot be a store (a file, say) is refused, not read as an empty store."""
+        if self.settings.chroma_host:
+            return True
+        check_store_path(self.settings.store)
+        return (self.settings.store / STORE_DATABASE).exists()
 
     def vendor_ids(self) -> list[str]:
         """Every vendor that has a chunk collection, sorted."""
@@ -385,20 +417,58 @@ def link_metadata(record: StoredRecord) -> dict[str, Any]:
     return metadata
 
 
-def commit_links(vendor: VendorCollections, records: Sequence[StoredRecord]) -> None:
-    """Write the links of these follow-ups and a new generation, in one manifest write.
+def commit_links(vendor: VendorCollections, records: Sequence[StoredRecord],
+                 tombstones: Sequence[dict[str, Any]] = ()) -> None:
+    """Write the links of these follow-ups (and the tombstones of the answers a replaced round
+    withdraws, see `withdrawn_link`) and a new generation, in one manifest write.
 
     A round's links go in before its responses: a link naming a response not written yet (the
     process killed between the two writes) finds no record when a reader fetches it, and the
     same ingest run again writes the responses. The new generation tells every reader that
     the links changed, so none needs to list the chunk collection to find out."""
-    ids = [link_record_id(r.id) for r in records]
+    links = [*((link_record_id(r.id), link_metadata(r), f"link of {r.id}") for r in records),
+             *((link_record_id(str(t["followup_id"])), t, f"withdrawn {t['followup_id']}")
+               for t in tombstones)]
     vendor.manifest.upsert(
-        ids=[*ids, MANIFEST_GENERATION_ID],
-        metadatas=[*(link_metadata(r) for r in records), new_generation()],
-        embeddings=[[1.0]] * (len(ids) + 1),
-        documents=[*(f"link of {r.id}" for r in records), "manifest generation"],
+        ids=[*(i for i, _, _ in links), MANIFEST_GENERATION_ID],
+        metadatas=[*(m for _, m, _ in links), new_generation()],
+        embeddings=[[1.0]] * (len(links) + 1),
+        documents=[*(d for _, _, d in links), "manifest generation"],
     )
+
+
+def withdrawn_link(followup_id: str, metadata: dict[str, Any]) -> dict[str, Any]:
+    """The tombstone of an answer a replaced round withdraws, made from its link record (or,
+    for an answer stored without one, its response's metadata): the criterion keys stay, so
+    until the round's responses' write lands a reader still finds the answer as it was; the
+    fingerprint is emptied, so no reader keeps the answer's record past that write."""
+    tombstone: dict[str, Any] = {
+        KIND_KEY: LINK_KIND, "followup_id": followup_id,
+        "round_number": metadata["round_number"],
+        "original_criterion_question_text":
+            str(metadata.get("original_criterion_question_text") or ""),
+        "fingerprint": "", WITHDRAWN_KEY: True,
+    }
+    for key in ("criterion_question_hash", "criterion_canonical_hash"):
+        if metadata.get(key):
+            tombstone[key] = metadata[key]
+    return tombstone
+
+
+def withdrawn_marker(followup_id: str, metadata: dict[str, Any]) -> StoredRecord:
+    """What a withdrawn answer's record (its stored `metadata`) is rewritten as: no text, no
+    answer, no criterion keys; only what tells a reader (and a replace run again) that it was
+    withdrawn from its round. ChromaDB merges an upsert's metadata into the stored one, so
+    every other key of the answer is given as None, which removes it."""
+    kept = {"source_type": WITHDRAWN_SOURCE_TYPE, "vendor_id": metadata["vendor_id"],
+            "round_number": metadata["round_number"]}
+    return StoredRecord(id=followup_id, text="",
+                        metadata={**dict.fromkeys(metadata), **kept})
+
+
+def is_withdrawn(metadata: dict[str, Any] | None) -> bool:
+    """True for the marker of an answer a replaced round withdrew: no reader shows it."""
+    return bool(metadata) and metadata.get("source_type") == WITHDRAWN_SOURCE_TYPE
 
 
 def read_links(vendor: VendorCollections) -> dict[str, dict[str, Any]]:
@@ -434,20 +504,24 @@ def committed_versions(manifest: dict[str, dict[str, Any]]) -> dict[str, str]:
 
 def is_committed(metadata: dict[str, Any], versions: dict[str, str]) -> bool:
     """A follow-up round's responses are written in one call (present means complete, whatever
-    links were written before them); a document chunk counts only when the manifest names its
+    links were written before them); the marker of an answer a replaced round withdrew (in
+    that same call) never counts; a document chunk counts only when the manifest names its
     version."""
     if metadata.get("source_type") == FOLLOWUP_SOURCE_TYPE:
         return True
+    if metadata.get("source_type") == WITHDRAWN_SOURCE_TYPE:
+        return False
     return versions.get(metadata.get("doc_key")) == metadata.get("doc_sha")
 
 
 class _ServerCalls:
     """A ChromaDB HttpClient (or one of its collections) whose calls turn a server that went
-    away into one StoreError, instead of the HTTP library's own exception."""
+    away, hangs, refuses the token or is not trusted into one StoreError naming it, instead
+    of the HTTP library's own exception."""
 
-    def __init__(self, target: Any, location: str) -> None:
+    def __init__(self, target: Any, problems: _ServerProblems) -> None:
         self._target = target
-        self._location = location
+        self._problems = problems
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._target, name)
@@ -455,20 +529,180 @@ class _ServerCalls:
             return value
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            import httpx
-
             try:
                 result = value(*args, **kwargs)
-            except httpx.TransportError as exc:
-                raise StoreError(
-                    f"The {self._location} stopped answering ({_one_line(exc)}); what was "
-                    "written before is complete, so run the command again once it is back."
-                ) from exc
+            except Exception as exc:
+                sentence = self._problems.sentence(exc, connecting=False)
+                if sentence is None:
+                    raise
+                raise StoreError(sentence) from exc
             if type(result).__name__ == "Collection":
-                return _ServerCalls(result, self._location)
+                return _ServerCalls(result, self._problems)
             return result
 
         return call
+
+
+class _ServerProblems:
+    """What went wrong between this process and a ChromaDB server, as one sentence that
+    names the server and the setting to look at, and never shows the token."""
+
+    # What a TLS port answers to plain HTTP: nginx, and Go's servers (Caddy, Traefik).
+    _PLAIN_HTTP_TO_TLS = ("plain http request was sent to https port",
+                          "http request to an https server")
+
+    def __init__(self, settings: Settings, location: str) -> None:
+        self._where = f"The {location}"
+        self._location = location
+        self._timeout_s = settings.chroma_timeout_s
+        token = settings.chroma_token
+        self._token = token.get_secret_value() if token is not None else None
+
+    def redacted(self, text: str) -> str:
+        return text.replace(self._token, "[token]") if self._token else text
+
+    def sentence(self, exc: BaseException, *, connecting: bool) -> str | None:
+        """The sentence for a problem of the connection to the server, or None for any
+        other error (ChromaDB's own errors pass through unchanged)."""
+        import ssl
+
+        import httpx
+
+        causes = _causes(exc)
+        where = self._where
+        for cause in causes:
+            if isinstance(cause, httpx.TimeoutException):
+                then = ("check that it is running and not overloaded" if connecting else
+                        "what was written before is complete, so try again once it answers")
+                return (f"{where} did not answer within {self._timeout_s:g} s "
+                        f"(EVIDENCE_CHROMA_TIMEOUT_S); {then}.")
+        for cause in causes:
+            if isinstance(cause, ssl.SSLCertVerificationError):
+                why = cause.verify_message or cause.reason or "not verified"
+                if cause.verify_code == _X509_HOSTNAME_MISMATCH:
+                    return (f"The certificate of the {self._location} does not name that host "
+                            f"({why}); connect with a host name the certificate names.")
+                return (f"The certificate of the {self._location} is not trusted ({why}); "
+                        "set EVIDENCE_CHROMA_CA_BUNDLE to the PEM file of the CA that signed "
+                        "it.")
+        for cause in causes:
+            if isinstance(cause, ssl.SSLError):
+                why = cause.reason or _one_line(cause)
+                return (f"The TLS handshake with the {self._location} failed ({why}); if the "
+                        "server is not behind TLS, unset EVIDENCE_CHROMA_SSL.")
+        for cause in causes:
+            if isinstance(cause, httpx.HTTPStatusError):
+                sentence = self._status_sentence(cause.response)
+                if sentence is not None:
+                    return sentence
+        if not connecting:
+            for cause in causes:
+                if isinstance(cause, httpx.TransportError):
+                    return self.redacted(
+                        f"{where} stopped answering ({_one_line(cause)}); what was written "
+                        "before is complete, so run the command again once it is back.")
+        return None
+
+    def _status_sentence(self, response: Any) -> str | None:
+        status = response.status_code
+        if status in (401, 403):
+            if self._token:
+                return (f"{self._where} refused the token (HTTP {status}); check "
+                        "EVIDENCE_CHROMA_TOKEN.")
+            return f"{self._where} asks for a token (HTTP {status}); set EVIDENCE_CHROMA_TOKEN."
+        if status == 400:
+            try:
+                body = response.text.lower()
+            except Exception:  # an undecodable body says nothing either way
+                body = ""
+            if any(phrase in body for phrase in self._PLAIN_HTTP_TO_TLS):
+                return (f"{self._where} is served over TLS and refused plain HTTP (HTTP 400); "
+                        "set EVIDENCE_CHROMA_SSL=true.")
+        if status in (502, 503, 504):
+            return (f"{self._where} answered HTTP {status}: the proxy in front of it could not "
+                    "reach ChromaDB in time; check the ChromaDB server behind the proxy.")
+        return None
+
+
+# OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH.
+_X509_HOSTNAME_MISMATCH = 62
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """The exception and every exception it was raised from or while handling, outermost
+    first: ChromaDB wraps the HTTP library's errors in plain ones."""
+    found: list[BaseException] = []
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        current = pending.pop(0)
+        if current is None or any(current is seen for seen in found):
+            continue
+        found.append(current)
+        pending += [current.__cause__, current.__context__]
+    return found
+
+
+def _server_client(settings: Settings) -> Any:
+    """A ChromaDB client of the server `settings` name, as chromadb.HttpClient makes it, with
+    TLS, the CA bundle and the token as set, and every HTTP request bounded by
+    chroma_timeout_s."""
+    from chromadb.config import Settings as ChromaSettings
+
+    token = settings.chroma_token
+    chroma_settings = ChromaSettings(
+        anonymized_telemetry=False,
+        chroma_api_impl="chromadb.api.fastapi.FastAPI",
+        chroma_server_host=settings.chroma_host,
+        chroma_server_http_port=settings.chroma_port,
+        chroma_server_ssl_enabled=settings.chroma_ssl,
+        chroma_server_ssl_verify=(str(settings.chroma_ca_bundle)
+                                  if settings.chroma_ca_bundle is not None else None),
+        chroma_server_headers=({"Authorization": f"Bearer {token.get_secret_value()}"}
+                               if token is not None else None),
+    )
+    return _bounded_client_class()(chroma_settings, settings.chroma_timeout_s)
+
+
+@functools.cache
+def _bounded_client_class() -> type:
+    """chromadb's Client (what chromadb.HttpClient returns), every HTTP request of which gives
+    up after a timeout.
+
+    ChromaDB 1.5 makes the httpx session of each of its server components with timeout=None
+    and has no setting for it, and the client's constructor already asks the server (its
+    identity through one component, then the tenant and database through a second one, the
+    admin client's). So the timeout is put on each session just before its first request,
+    and checked on both once the client stands."""
+    import httpx
+    from chromadb.api.client import Client
+
+    class BoundedHttpClient(Client):
+        def __init__(self, settings: Any, timeout_s: float) -> None:
+            self._http_timeout = httpx.Timeout(timeout_s)
+            super().__init__(settings=settings)
+            _bound_session(self._server, self._http_timeout)
+            _bound_session(self._admin_client._server, self._http_timeout)
+
+        def get_user_identity(self) -> Any:
+            _bound_session(self._server, self._http_timeout)
+            return super().get_user_identity()
+
+        def _validate_tenant_database(self, tenant: str, database: str) -> None:
+            _bound_session(self._admin_client._server, self._http_timeout)
+            super()._validate_tenant_database(tenant=tenant, database=database)
+
+    return BoundedHttpClient
+
+
+def _bound_session(server: Any, timeout: Any) -> None:
+    import httpx
+
+    session = getattr(server, "_session", None)
+    if not isinstance(session, httpx.Client):
+        raise StoreError(
+            "This chromadb version keeps its HTTP session where chromadb 1.5 did not, so "
+            "requests to the server cannot be given a timeout; install chromadb 1.5.")
+    session.timeout = timeout
 
 
 def _one_line(exc: BaseException) -> str:

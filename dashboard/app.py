@@ -7,6 +7,7 @@ import streamlit as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from any folder
 
+from core.errors import EvidenceError  # noqa: E402
 from core.installation import installation_problem  # noqa: E402
 from core.strategies import DEFAULT_STRATEGY, STRATEGIES  # noqa: E402
 from dashboard import resources  # noqa: E402
@@ -16,13 +17,25 @@ if problem := installation_problem():  # another distribution's `core` beside ou
     st.error(problem)
     st.stop()
 views = Path(__file__).parent / "views"
-if resources.sample_indexing(resources.get_workbench()) is not None:
+
+
+def read_store(read):
+    """What `read` returns; a store that cannot be read (a server that does not answer, or
+    refuses the token) is one error block, and the app stops there."""
+    try:
+        return read()
+    except EvidenceError as exc:
+        st.error(str(exc))
+        st.stop()
+
+
+if read_store(lambda: resources.sample_indexing(resources.get_workbench())) is not None:
     # First start on an empty store: one page shows the indexing until the store is ready.
     st.navigation([st.Page(views / "first_start.py", title="Indexing the sample data",
                            icon=":material/hourglass_top:")]).run()
     st.stop()
 
-vendors = resources.vendor_ids()
+vendors = read_store(resources.vendor_ids)
 criteria = resources.sample_criteria()
 with st.sidebar:
     st.markdown("### Evidence precedence")
@@ -70,4 +83,4 @@ page = st.navigation({
         st.Page(views / "library.py", title="Evidence library", icon=":material/folder_open:"),
     ],
 })
-page.run()
+read_store(page.run)  # a page's own errors are its own; this catches what none of them do

@@ -34,7 +34,8 @@ AES_CRITERION = "Does the vendor encrypt data at rest using AES-256?"
 def _isolated_environment(tmp_path, monkeypatch):
     """No test reads the developer's store, settings or FlashRank cache."""
     for name in ("EVIDENCE_STORE", "EVIDENCE_CHROMA_HOST", "EVIDENCE_CHROMA_PORT",
-                 "EVIDENCE_RERANKER_CACHE_DIR", "EVIDENCE_EMBEDDING_MODEL",
+                 "EVIDENCE_CHROMA_TIMEOUT_S", "EVIDENCE_CHROMA_SSL", "EVIDENCE_CHROMA_CA_BUNDLE",
+                 "EVIDENCE_CHROMA_TOKEN", "EVIDENCE_RERANKER_CACHE_DIR", "EVIDENCE_EMBEDDING_MODEL",
                  "EVIDENCE_ALLOW_MODEL_DOWNLOADS", "EVIDENCE_MODEL_DOWNLOAD_TIMEOUT_S",
                  "EVIDENCE_LLM_BASE_URL", "EVIDENCE_LLM_MODEL", "EVIDENCE_LLM_API_KEY",
                  "EVIDENCE_RERANKER", "EVIDENCE_LEXICAL_DIR"):
