@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from core.errors import UserInputError
 from core.hashing import criterion_hash
 from core.ingest import LoadedRound, shown_path
 from core.ingest.questionnaire import check_batch_vendor_ids, load_payload_file
-from core.ingest.writer import EvidenceWriter
+from core.ingest.writer import EvidenceWriter, RoundInput, check_one_round
 from core.models import (
     FollowupHit,
     PayloadLimits,
@@ -45,6 +45,9 @@ from core.retrieval.stages import Timings
 from core.store import EvidenceStore
 from core.strategies import DEFAULT_STRATEGY, get_strategy
 from core.verdicts import Assessor, Verdict, VerdictStatus
+
+if TYPE_CHECKING:
+    from core.check import CheckReport
 
 
 class Workbench:
@@ -106,17 +109,32 @@ class Workbench:
         return self.writer.documents(vendor_id, paths, doc_type=doc_type,
                                      round_number=round_number, progress=progress)
 
-    def ingest_questionnaire(self, payload: QuestionnairePayload | dict[str, Any],
-                             *, progress: Progress | None = None) -> QuestionnaireIngestReport:
-        """Store a whole round in one write: every response, or none."""
-        return self.writer.round(payload, progress=progress)
+    def ingest_questionnaire(self, payload: RoundInput | Sequence[QuestionnairePayload], *,
+                             replace: bool = False, progress: Progress | None = None
+                             ) -> QuestionnaireIngestReport:
+        """Store a whole round in one write: every response, or none. Several payloads of one
+        vendor and round are stored together, as one. With `replace`, the round becomes
+        exactly the given responses: answers absent from them are removed in the same atomic
+        step, and the report's `removed_count` says how many (see `EvidenceWriter.round`)."""
+        return self.writer.round(payload, replace=replace, progress=progress)
 
     def ingest_questionnaires(self, payloads: Sequence[QuestionnairePayload], *,
-                              progress: Progress | None = None
+                              replace: bool = False, progress: Progress | None = None
                               ) -> Iterator[QuestionnaireIngestReport]:
         """Several rounds: every vendor id is checked before the first is written (a refusal
-        never leaves half a batch), then one report per round as it is stored."""
+        never leaves half a batch), then one report per round as it is stored.
+
+        With `replace`, the payloads must all name one vendor and round (a replacement is one
+        atomic step, so one round at a time): they become that round, and one report says so."""
+        if replace:
+            check_one_round(payloads, what="files given to replace",
+                            why="a replacement makes one round at a time (in one atomic "
+                                "step); replace each round on its own")
         check_batch_vendor_ids((p.vendor_id for p in payloads), self.store, self.embedder.name)
+        if replace:
+            if payloads:
+                yield self.ingest_questionnaire(list(payloads), replace=True, progress=progress)
+            return
         for payload in payloads:
             yield self.ingest_questionnaire(payload, progress=progress)
 
@@ -162,6 +180,24 @@ class Workbench:
     def vendor_ids(self) -> list[str]:
         return self.store.vendor_ids()
 
+    def store_state(self, vendor_id: str | None = None) -> str | None:
+        """A value that changes whenever what readers see of the vendor (of every vendor,
+        without one) changes, for caching views of it; None while a round is between its
+        link write and its responses' write (or for a store without generations), when a
+        view read now may change without a new generation, so nothing should be cached."""
+        vendors = [vendor_id] if vendor_id is not None else self.vendor_ids()
+        parts = []
+        for name in vendors:
+            if name not in self.vendor_ids():
+                parts.append(f"{name}:absent")
+                continue
+            vendor = self.store.open_vendor(name, embedding_model=self.embedder.name)
+            state = self.runner.settled_state(vendor)
+            if state is None:
+                return None
+            parts.append(f"{name}:{state}")
+        return "|".join(parts)
+
     def status(self, vendor_id: str | None = None) -> list[VendorStatus]:
         """What the store holds, per vendor; only completed documents are counted."""
         return self.catalog.status(vendor_id)
@@ -175,6 +211,14 @@ class Workbench:
         """Stored chunks and follow-ups of one vendor, committed ones only."""
         return self.catalog.browse_chunks(vendor_id, contains=contains, doc_type=doc_type,
                                           limit=limit)
+
+    def check(self, vendor_id: str, *, repair: bool = True) -> CheckReport:
+        """Compare the vendor's lexical index with its store and look for what interrupted
+        writes left; with `repair`, under the store's write lock, mend the index (sync, or
+        rebuild) and delete the leftovers that are safe to delete (see `core.check`)."""
+        from core.check import check_vendor
+
+        return check_vendor(self, vendor_id, repair=repair)
 
     def linked_followups(self, vendor_id: str, criterion: str) -> list[FollowupHit]:
         """Every follow-up linked to the criterion by hash, whatever any strategy kept."""

@@ -73,13 +73,26 @@ class StrategyRunner:
             self.responses.warm(vendor.vendor_id, records, fingerprints)
         return self.responses.fetch(vendor.vendor_id, records, ids, fingerprints)
 
+    def settled_state(self, vendor: VendorCollections) -> str | None:
+        """The vendor's manifest generation, when every linked response is in the store as
+        its link fingerprints it and the generation held while that was read; else None."""
+        generation = manifest_generation(vendor)
+        if generation is None:
+            return None
+        fingerprints = self.links.read(vendor, generation).fingerprints
+        records = self.evidence(vendor, {})
+        self.responses.warm(vendor.vendor_id, records, fingerprints)
+        if not self.responses.holds(vendor.vendor_id, fingerprints):
+            return None
+        return generation if manifest_generation(vendor) == generation else None
+
     def lexical(self, vendor: VendorCollections, versions: dict[str, str],
                 generation: str | None = None) -> LexicalIndex:
         """The vendor's BM25 index, synced to these committed versions; given the manifest
         generation they were read at, a sync already done at it costs one comparison."""
         index = LexicalIndex.for_vendor(
             self.settings, vendor, versions, generation=generation,
-            expected_followups=lambda: self.links.read(vendor, generation).fingerprints)
+            expected_followups=lambda: self.links.read(vendor, generation).indexed_as())
         index.sync()
         return index
 
