@@ -265,14 +265,42 @@ def store_changed() -> None:
     _comparisons().clear()
 
 
-@st.cache_data(show_spinner=False)
-def vendor_ids() -> list[str]:
+# Views of the store are cached under the store's state (`Workbench.store_state`): a write
+# from anywhere, another session, the command line or another machine sharing the server,
+# changes the state, so no page shows the store as it was before a write it has seen land.
+# While a round is between its two writes there is no state to cache under: views are read
+# afresh until it settles.
+
+def store_state(vendor_id: str | None = None) -> str | None:
+    return get_workbench().store_state(vendor_id)
+
+
+def _vendor_ids() -> list[str]:
     return get_workbench().vendor_ids()
 
 
 @st.cache_data(show_spinner=False)
-def vendor_statuses() -> list[VendorStatus]:
+def _vendor_ids_at(state: str) -> list[str]:
+    return _vendor_ids()
+
+
+def vendor_ids() -> list[str]:
+    state = store_state()
+    return _vendor_ids() if state is None else _vendor_ids_at(state)
+
+
+def _vendor_statuses() -> list[VendorStatus]:
     return get_workbench().status()
+
+
+@st.cache_data(show_spinner=False)
+def _vendor_statuses_at(state: str) -> list[VendorStatus]:
+    return _vendor_statuses()
+
+
+def vendor_statuses() -> list[VendorStatus]:
+    state = store_state()
+    return _vendor_statuses() if state is None else _vendor_statuses_at(state)
 
 
 @st.cache_data(show_spinner=False)
@@ -280,24 +308,38 @@ def sample_criteria() -> list[str]:
     return load_criteria(CRITERIA_FILE) if CRITERIA_FILE.exists() else []
 
 
-@st.cache_data(show_spinner="Retrieving...")
 def _trace_json(vendor_id: str, criterion: str, strategy: str) -> dict:
     return get_workbench().retrieve(vendor_id, criterion, strategy).to_json_dict()
 
 
+@st.cache_data(show_spinner="Retrieving...")
+def _trace_json_at(vendor_id: str, criterion: str, strategy: str, state: str) -> dict:
+    return _trace_json(vendor_id, criterion, strategy)
+
+
 def retrieve(vendor_id: str, criterion: str, strategy: str) -> RetrievalTrace:
     """A (cached) trace; copies are handed out, so a page cannot alter another's."""
-    return RetrievalTrace.model_validate(_trace_json(vendor_id, criterion, strategy))
+    state = store_state(vendor_id)
+    found = (_trace_json(vendor_id, criterion, strategy) if state is None
+             else _trace_json_at(vendor_id, criterion, strategy, state))
+    return RetrievalTrace.model_validate(found)
 
 
-@st.cache_data(show_spinner=False)
 def _linked_json(vendor_id: str, criterion: str) -> list[dict]:
     return [h.model_dump(mode="json")
             for h in get_workbench().linked_followups(vendor_id, criterion)]
 
 
+@st.cache_data(show_spinner=False)
+def _linked_json_at(vendor_id: str, criterion: str, state: str) -> list[dict]:
+    return _linked_json(vendor_id, criterion)
+
+
 def linked_followups(vendor_id: str, criterion: str) -> list[FollowupHit]:
-    return [FollowupHit.model_validate(h) for h in _linked_json(vendor_id, criterion)]
+    state = store_state(vendor_id)
+    found = (_linked_json(vendor_id, criterion) if state is None
+             else _linked_json_at(vendor_id, criterion, state))
+    return [FollowupHit.model_validate(h) for h in found]
 
 
 @st.cache_data(show_spinner=False)
@@ -336,15 +378,15 @@ class _Comparisons:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._found: dict[tuple[str, tuple[str, ...]], StrategyComparison] = {}
+        self._found: dict[tuple[str, tuple[str, ...], str | None], StrategyComparison] = {}
         self.version = 0
 
-    def get(self, key: tuple[str, tuple[str, ...]]) -> StrategyComparison | None:
+    def get(self, key: tuple[str, tuple[str, ...], str | None]) -> StrategyComparison | None:
         with self._lock:
             found = self._found.get(key)
         return copy.deepcopy(found) if found is not None else None
 
-    def put(self, key: tuple[str, tuple[str, ...]], comparison: StrategyComparison,
+    def put(self, key: tuple[str, tuple[str, ...], str | None], comparison: StrategyComparison,
             version: int) -> None:
         with self._lock:
             if version != self.version:
@@ -366,13 +408,13 @@ def _comparisons() -> _Comparisons:
 
 def cached_comparison(vendor_id: str, criteria: Sequence[str]) -> StrategyComparison | None:
     """The comparison already run for this vendor and criteria list, if any."""
-    return _comparisons().get((vendor_id, tuple(criteria)))
+    return _comparisons().get((vendor_id, tuple(criteria), store_state(vendor_id)))
 
 
 def compare(vendor_id: str, criteria: Sequence[str],
             progress: Callable[[str, int, int], None] | None = None) -> StrategyComparison:
     """Every strategy on every criterion (core.quality), unless already run and kept."""
-    key = (vendor_id, tuple(criteria))
+    key = (vendor_id, tuple(criteria), store_state(vendor_id))
     comparisons = _comparisons()
     found = comparisons.get(key)
     if found is not None:
@@ -380,7 +422,8 @@ def compare(vendor_id: str, criteria: Sequence[str],
     version = comparisons.version
     comparison = compare_strategies(get_workbench(), vendor_id, list(criteria),
                                     progress=progress)
-    comparisons.put(key, comparison, version)
+    if key[2] is not None:  # a round between its two writes: nothing to keep it under
+        comparisons.put(key, comparison, version)
     return comparison
 
 
@@ -394,10 +437,11 @@ def read_rounds(uploads: Sequence[tuple[str, bytes]], *, vendor_id: str | None,
                                 round_number=round_number, timestamp=timestamp)
 
 
-def ingest_rounds(rounds: Sequence[LoadedRound],
-                  progress: Progress | None = None) -> list[QuestionnaireIngestReport]:
-    """Write rounds already read; every cached view of the store is dropped after."""
-    reports = ingest_loaded_rounds(get_workbench(), rounds, progress)
+def ingest_rounds(rounds: Sequence[LoadedRound], progress: Progress | None = None, *,
+                  replace: bool = False) -> list[QuestionnaireIngestReport]:
+    """Write rounds already read (with `replace`, as the whole of their one round); every
+    cached view of the store is dropped after."""
+    reports = ingest_loaded_rounds(get_workbench(), rounds, progress, replace=replace)
     store_changed()
     return reports
 
@@ -414,15 +458,23 @@ def sample_entries() -> list[CriterionEntry]:
 
 # The next round's draft ---------------------------------------------------------------------
 
-@st.cache_data(show_spinner="Finding the answers linked to each criterion...")
 def _draft_json(vendor_id: str, criteria: tuple[CriterionEntry, ...]) -> list[dict]:
     return [row.model_dump(mode="json")
             for row in plan_draft(get_workbench(), vendor_id, list(criteria))]
 
 
+@st.cache_data(show_spinner="Finding the answers linked to each criterion...")
+def _draft_json_at(vendor_id: str, criteria: tuple[CriterionEntry, ...], state: str
+                   ) -> list[dict]:
+    return _draft_json(vendor_id, criteria)
+
+
 def draft_rows(vendor_id: str, criteria: Sequence[CriterionEntry]) -> list[DraftRow]:
-    """Every distinct criterion with the rounds that answered it (cached until an ingest)."""
-    return [DraftRow.model_validate(row) for row in _draft_json(vendor_id, tuple(criteria))]
+    """Every distinct criterion with the rounds that answered it (cached until a write)."""
+    state = store_state(vendor_id)
+    found = (_draft_json(vendor_id, tuple(criteria)) if state is None
+             else _draft_json_at(vendor_id, tuple(criteria), state))
+    return [DraftRow.model_validate(row) for row in found]
 
 
 def draft_file(rows: Sequence[DraftRow], vendor_id: str, round_number: int,
@@ -472,22 +524,30 @@ def assess(vendor_id: str, criterion: str, strategy: str) -> Verdict:
     already answered this very prompt); the evidence packs kept hold verdicts, so they go."""
     with st.spinner(f"Asking the language model ({strategy})..."):
         verdict = get_workbench().assess(vendor_id, criterion, strategy)
-    _pack_json.clear()
+    _pack_json_at.clear()
     return verdict
 
 
 # Evidence packs -----------------------------------------------------------------------------
 
-@st.cache_data(show_spinner="Building the evidence pack...")
 def _pack_json(vendor_id: str, criteria: tuple[CriterionEntry, ...], strategy: str) -> dict:
     return build_pack(get_workbench(), vendor_id, list(criteria), strategy).model_dump(
         mode="json")
 
 
+@st.cache_data(show_spinner="Building the evidence pack...")
+def _pack_json_at(vendor_id: str, criteria: tuple[CriterionEntry, ...], strategy: str,
+                  state: str) -> dict:
+    return _pack_json(vendor_id, criteria, strategy)
+
+
 def evidence_pack(vendor_id: str, criteria: Sequence[CriterionEntry],
                   strategy: str) -> EvidencePack:
-    """The vendor's evidence pack (cached until an ingest or a new verdict)."""
-    return EvidencePack.model_validate(_pack_json(vendor_id, tuple(criteria), strategy))
+    """The vendor's evidence pack (cached until a write or a new verdict)."""
+    state = store_state(vendor_id)
+    found = (_pack_json(vendor_id, tuple(criteria), strategy) if state is None
+             else _pack_json_at(vendor_id, tuple(criteria), strategy, state))
+    return EvidencePack.model_validate(found)
 
 
 def pack_file(pack: EvidencePack, fmt: ReportFormat) -> str:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+import time
 import traceback
 from collections import defaultdict
 from collections.abc import Callable
@@ -816,3 +817,139 @@ def test_workbenches_opening_one_embedded_store_at_once_all_work(tmp_path):
         fresh = Workbench(settings, embedder=FakeEmbedder())
         assert [(s.vendor_id, s.followup_responses) for s in fresh.status()] == [
             (f"vendor-{i}", 4) for i in range(OPENING_THREADS)]
+
+
+# Eight dashboard sessions against one server while rounds are ingested ---------------------
+
+LOAD_SESSIONS = 8
+LOAD_ROUNDS = 12
+FIRST_LOAD_ROUND = 6  # the sample's acme rounds are 1 to 5
+LOAD_ANSWER = "Load round {n}: every storage tier is encrypted with AES-256, keys rotated."
+ROUND_HEADER = re.compile(r"^\[Round (\d+)\]$", re.MULTILINE)
+
+
+def load_round(n: int, criterion: str) -> dict[str, Any]:
+    return {"vendor_id": "acme", "round_number": n, "timestamp": "2024-03-01T09:00:00Z",
+            "responses": [{"criterion_question_text": criterion,
+                           "question_text": f"Round {n}: {criterion}",
+                           "answer_text": LOAD_ANSWER.format(n=n)}]}
+
+
+def shown_rounds(context: str) -> list[int]:
+    """The rounds of the follow-up entry at the end of a context, in order."""
+    return [int(n) for n in ROUND_HEADER.findall(context)]
+
+
+def test_eight_dashboard_sessions_against_one_server_while_rounds_land(
+        tmp_path, monkeypatch, one_server_for_two_sessions):
+    """Eight sessions of one dashboard, on a store held by a ChromaDB server, visit every
+    page while another client ingests twelve rounds answering the criterion half of them
+    look at. Every page runs without an error, and every LLM context a session is shown
+    holds the follow-ups of exactly one committed state: the latest rounds of the store as it
+    was after some k of the twelve rounds, k between the rounds finished when the page began
+    and those begun when it ended, each answer whole. The other vendor's sessions never see
+    an acme round. The p95 page time is printed."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from core.ingest.sample import ingest_sample, load_criteria
+    from dashboard import resources
+    from tests.conftest import SAMPLE_DATA
+    from tests.dashboard.conftest import DASHBOARD
+
+    server = ChromaServer(tmp_path / "server-data")
+    try:
+        settings = Settings(store=tmp_path / "unused", chroma_host="127.0.0.1",
+                            chroma_port=server.port, reranker_cache_dir=tmp_path / "none",
+                            lexical_dir=tmp_path / "lexical")
+        bench = Workbench(settings, embedder=FakeEmbedder(), reranker=FakeReranker())
+        ingest_sample(bench, SAMPLE_DATA)
+        writer = Workbench(settings.model_copy(update={"lexical_dir": tmp_path / "lex-w"}),
+                           embedder=FakeEmbedder(), reranker=FakeReranker())
+        monkeypatch.setattr(resources, "make_workbench", lambda: bench)
+        st.cache_resource.clear()
+        st.cache_data.clear()
+        criteria = load_criteria(resources.CRITERIA_FILE)
+        watched = criteria[0]
+        strategies = ("precedence", "tiered", "hash_extraction", "hybrid")
+        sessions = [Session("acme", watched, s) for s in strategies] + [
+            Session("northwind", criteria[i % len(criteria)], s)
+            for i, s in enumerate(strategies, start=1)]
+        assert len(sessions) == LOAD_SESSIONS
+        # The rounds each strategy shows after k of the rounds, read by the writer itself
+        # once each round has landed (and before the first).
+        expected: dict[int, dict[str, list[int]]] = {}
+
+        def read_expected(k: int) -> None:
+            expected[k] = {s: shown_rounds(writer.retrieve("acme", watched, s).context)
+                           for s in strategies}
+
+        read_expected(0)
+
+        finished, begun = [0], [0]
+        start = threading.Barrier(LOAD_SESSIONS + 1)
+        problems: list[str] = []
+        page_ms: list[float] = []
+        shown_contexts: list[tuple[Session, str, int, int]] = []
+
+        def ingest_rounds() -> None:
+            try:
+                start.wait()
+                for k in range(LOAD_ROUNDS):
+                    begun[0] = k + 1
+                    writer.ingest_questionnaire(load_round(FIRST_LOAD_ROUND + k, watched))
+                    read_expected(k + 1)
+                    finished[0] = k + 1
+            except Exception:
+                problems.append(traceback.format_exc())
+
+        def check_context(session: Session, context: str, low: int, high: int) -> list[str]:
+            where = f"{session.vendor}/{session.strategy}"
+            shown = shown_rounds(context)
+            if session.vendor == "northwind":
+                return [f"{where}: an acme round in the context"] if "Load round" in context \
+                    else []
+            states = [k for k in range(low, high + 1)
+                      if k in expected and expected[k][session.strategy] == shown]
+            if not states:
+                return [f"{where}: rounds {shown} match no state between {low} and {high}"]
+            for n in shown:
+                if n >= FIRST_LOAD_ROUND and LOAD_ANSWER.format(n=n) not in context:
+                    return [f"{where}: round {n}'s answer is not whole"]
+            return []
+
+        def visit(session: Session) -> None:
+            found: list[str] = []
+            try:
+                at = AppTest.from_file(str(DASHBOARD / "app.py"), default_timeout=300)
+                at.session_state["vendor"] = session.vendor
+                at.session_state["criterion"] = session.criterion
+                at.session_state["strategy"] = session.strategy
+                start.wait()
+                for number, path in enumerate(["views/overview.py", *PAGES]):
+                    low = finished[0]
+                    began = time.perf_counter()
+                    (at.run() if number == 0 else at.switch_page(path).run())
+                    page_ms.append((time.perf_counter() - began) * 1000.0)
+                    high = begun[0]
+                    if at.exception:
+                        found.append(f"{session} on {path}: {[e.value for e in at.exception]}")
+                    elif path == "views/context.py":
+                        shown_contexts.append((session, at.code[0].value, low, high))
+            except Exception:
+                found.append(traceback.format_exc())
+            problems.extend(found)
+
+        run_sessions_together([threading.Thread(target=ingest_rounds)] + [
+            threading.Thread(target=visit, args=(s,)) for s in sessions])
+        for session, context, low, high in shown_contexts:
+            problems += check_context(session, context, low, high)
+        assert len(shown_contexts) == LOAD_SESSIONS
+        assert not problems, "\n".join(problems)
+        assert finished[0] == LOAD_ROUNDS
+        ordered = sorted(page_ms)
+        p95 = ordered[max(0, int(round(0.95 * len(ordered))) - 1)]
+        print(f"{LOAD_SESSIONS} sessions, {len(page_ms)} page runs while {LOAD_ROUNDS} rounds "
+              f"landed: p50 {ordered[len(ordered) // 2]:.0f} ms, p95 {p95:.0f} ms")
+    finally:
+        server.stop()
