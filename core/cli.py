@@ -7,15 +7,15 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from core.config import Settings
+from core.config import SECRET_SETTINGS, Settings
 from core.errors import EvidenceError, UserInputError
 
 app = typer.Typer(
@@ -65,10 +65,29 @@ def main_options(
 def _settings(ctx: typer.Context) -> Settings:
     import pydantic
 
+    given = ctx.find_root().obj or {}
     try:
-        return Settings(**(ctx.find_root().obj or {}))
+        settings = Settings(**given)
     except pydantic.ValidationError as exc:  # a bad EVIDENCE_* variable
         raise UserInputError(_setting_problem(exc)) from None
+    _refuse_two_stores(given, settings)
+    return settings
+
+
+def _refuse_two_stores(given: dict, settings: Settings) -> None:
+    """--store names an embedded store, a ChromaDB host a server: given both on the command
+    line, or --store beside EVIDENCE_CHROMA_HOST, one would be ignored without a word. (An
+    EVIDENCE_STORE beside a host is the documented precedence: the server is used.)"""
+    if "store" in given and settings.chroma_host:
+        server = (f"--chroma-host {settings.chroma_host}" if "chroma_host" in given
+                  else f"EVIDENCE_CHROMA_HOST={settings.chroma_host}")
+        raise UserInputError(
+            f"--store {given['store']} names an embedded store but {server} names a ChromaDB "
+            "server; give one of them.")
+    if "chroma_port" in given and not settings.chroma_host:
+        raise UserInputError(
+            f"--chroma-port {given['chroma_port']} applies only to a ChromaDB server; give "
+            "--chroma-host (or EVIDENCE_CHROMA_HOST) with it, or leave it out.")
 
 
 def _setting_problem(exc) -> str:
@@ -77,7 +96,8 @@ def _setting_problem(exc) -> str:
     field = str(error["loc"][0]) if error["loc"] else ""
     name = f"EVIDENCE_{field.upper()}" if field else "A setting"
     value = error.get("input")
-    shown = f"={value!r}" if isinstance(value, str | int | float) else ""
+    shown = (f"={value!r}" if isinstance(value, str | int | float)
+             and field not in SECRET_SETTINGS else "")
     why = error["msg"].removeprefix("Value error, ")
     why = why[:1].lower() + why[1:]
     more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
@@ -90,8 +110,15 @@ def _workbench(ctx: typer.Context):
     return Workbench(_settings(ctx))
 
 
+# Line breaks JSON leaves unescaped outside ASCII; a reader splitting on every line break
+# (Python's str.splitlines, many editors) would cut a JSON line at them.
+_RAW_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028",
+                                  "\u2029": "\\u2029"})
+
+
 def _emit(data: dict) -> None:
-    typer.echo(json.dumps(data, ensure_ascii=False))
+    """One JSON line: readable non-ASCII, but no character of any text can break the line."""
+    typer.echo(json.dumps(data, ensure_ascii=False).translate(_RAW_LINE_BREAKS))
 
 
 CRITERIA_FILE_HELP = ("One criterion per line (blank lines skipped), or a .csv/.xlsx with a "
@@ -99,17 +126,31 @@ CRITERIA_FILE_HELP = ("One criterion per line (blank lines skipped), or a .csv/.
                       "as criterion_id in every JSON line.")
 
 
-def _criteria(criterion: str | None, criteria_file: Path | None):
-    """The criteria of a command: --criterion TEXT or --criteria-file FILE, exactly one."""
+def _criteria(criterion: str | None, criteria_file: Path | None, *,
+              output: Path | None = None):
+    """The criteria of a command: --criterion TEXT or --criteria-file FILE, exactly one; a
+    command that writes `output` may not write it over the criteria file."""
     from core.config import MAX_CRITERION_CHARS
     from core.criteria import CriterionEntry
+    from core.ingest import shown_path
     from core.ingest.spreadsheets import load_criteria_file
 
     if (criterion is None) == (criteria_file is None):
         raise UserInputError("Give exactly one of --criterion TEXT or --criteria-file FILE.")
+    if output is not None and criteria_file is not None and _same_file(output, criteria_file):
+        raise UserInputError(
+            f"--output {shown_path(output)} is the --criteria-file as well; writing it would "
+            "replace the criteria it is made from, so name another output file.")
     if criterion is not None:
         return [CriterionEntry(_utf8_argument("--criterion", criterion))]
     return load_criteria_file(criteria_file, max_chars=MAX_CRITERION_CHARS)
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    try:
+        return os.path.samefile(first, second)
+    except (OSError, ValueError):  # one of them does not exist, or holds a NUL
+        return False
 
 
 def _with_id(data: dict, entry) -> dict:
@@ -156,15 +197,24 @@ def ingest_questionnaire(
     timestamp: Annotated[str | None, typer.Option(
         help="ISO 8601 time the spreadsheet answers were given (default: now, in UTC).")
     ] = None,
+    replace: Annotated[bool, typer.Option(
+        "--replace",
+        help="Make the round exactly the FILES given (all of one vendor and round; several "
+             "files of up to 100 responses each make one round together): stored answers "
+             "absent from them are removed in the same atomic step, and the JSON line adds "
+             "removed_count. Without it, files of a round add to the answers stored.")
+    ] = False,
 ) -> None:
-    """Ingest follow-up questionnaire rounds; every file is validated before any is written."""
+    """Ingest follow-up questionnaire rounds; every file is validated before any is written.
+    Files of one round accumulate, unless --replace."""
     workbench = _workbench(ctx)
     rounds = workbench.load_rounds(files, vendor_id=vendor, round_number=round_number,
                                    timestamp=timestamp)
     for loaded in rounds:
         for note in loaded.notes:
             print(f"evidence: note: {_sentence(note)}", file=sys.stderr)
-    for report in workbench.ingest_questionnaires([r.payload for r in rounds]):
+    for report in workbench.ingest_questionnaires([r.payload for r in rounds],
+                                                  replace=replace):
         _emit(report.model_dump(mode="json"))
 
 
@@ -189,6 +239,34 @@ def status(
     """One JSON line per vendor: documents, chunks, follow-up responses, rounds, types."""
     for vendor_status in _workbench(ctx).status(vendor):
         _emit(vendor_status.model_dump(mode="json"))
+
+
+@app.command()
+def check(
+    ctx: typer.Context,
+    vendor: Annotated[str, typer.Option(help="Vendor id.")],
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Only report; change nothing.")] = False,
+    output_format: Annotated[AskFormat, typer.Option(
+        "--format", help="json (one line, for machines) or text (for people).")
+    ] = AskFormat.json,
+) -> None:
+    """Check the vendor's lexical index against its store (every committed chunk and stored
+    answer indexed as stored, nothing else) and look for what interrupted writes left in the
+    store. Unless --dry-run, under the store's write lock: the index is synced or rebuilt
+    (it is derived from the store), and chunks of versions the manifest does not name and a
+    replaced round's leftover markers and tombstones are deleted. Exit 0 when consistent,
+    1 when something remains (each with the command that completes it)."""
+    report = _workbench(ctx).check(vendor, repair=not dry_run)
+    if output_format is AskFormat.json:
+        _emit(report.model_dump(mode="json"))
+    else:
+        typer.echo(report.text())
+    if not report.ok:
+        left = ", ".join(f"{name} {n}" for name, n in report.remaining.items())
+        print(f"evidence: error: Vendor {vendor!r} is not consistent ({left}); the report "
+              "says what completes it.", file=sys.stderr)
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -257,25 +335,9 @@ def ask(
     if output_format is AskFormat.json:
         _emit(turn.model_dump(mode="json"))
         return
-    from core.conversation.answer import label
+    from core.conversation.answer import turn_text
 
-    kind = "continues the previous answer" if turn.continuation.is_continuation else (
-        "starts a topic")
-    typer.echo(f"Conversation {turn.conversation_id}, turn {turn.turn}: {kind}. "
-               f"{turn.continuation.reason}")
-    typer.echo(f"Searched for: {turn.search_query}")
-    if turn.anchor_documents:
-        typer.echo(f"Anchored to: {', '.join(turn.anchor_documents)} ({turn.anchoring})")
-    typer.echo("")
-    typer.echo(turn.answer)
-    if turn.answered_by != "excerpts":
-        typer.echo("\nSources:")
-        for i, evidence in enumerate(turn.answer_evidence, start=1):
-            typer.echo(f"[{i}] {label(evidence)}")
-    if turn.suggested_questions:
-        typer.echo("\nYou could ask next: " + " | ".join(turn.suggested_questions))
-    elif turn.related:
-        typer.echo("\nRelated: " + " | ".join(turn.related))
+    typer.echo(turn_text(turn))
 
 
 @questionnaire_app.command("draft")
@@ -299,7 +361,7 @@ def questionnaire_draft(
     if round_number < 1 or round_number > MAX_ROUND_NUMBER:
         raise UserInputError(
             f"--round must be between 1 and {MAX_ROUND_NUMBER}, not {round_number}.")
-    criteria = _criteria(criterion, criteria_file)
+    criteria = _criteria(criterion, criteria_file, output=output)
     workbench = _workbench(ctx)
     rows = plan_draft(workbench, vendor, criteria, only_unanswered=only_unanswered)
     data = write_draft(rows, vendor_id=vendor, round_number=round_number, fmt=fmt)
@@ -364,7 +426,7 @@ def report(
 
     fmt = report_format(output)
     get_strategy(strategy)
-    criteria = _criteria(criterion, criteria_file)
+    criteria = _criteria(criterion, criteria_file, output=output)
     pack = build_pack(_workbench(ctx), vendor, criteria, strategy)
     written = _write_file(output, render(pack, fmt))
     _emit({"vendor_id": vendor, "output": str(written), "format": fmt,
@@ -635,6 +697,52 @@ def _library_notes() -> Iterator[None]:
         log.propagate = propagate
 
 
+def _refuse_repeated_options(argv: Sequence[str | bytes]) -> None:
+    """An option that takes one value, given twice with different values (`--vendor acme
+    --vendor globex`): the parser would keep the last without a word, so it is refused."""
+    command: Any = typer.main.get_command(app)
+    tokens = [os.fsdecode(t) for t in argv]
+    at = 0
+    while command is not None:
+        given = [param for param in command.params if param.param_type_name == "option"]
+        options = {name: param for param in given
+                   if not (param.is_flag or param.count or param.multiple) for name in param.opts}
+        seen: dict[str, tuple[str, str]] = {}  # parameter -> (option as written, value)
+        subcommands = getattr(command, "commands", {})
+        command = None
+        while at < len(tokens):
+            token = tokens[at]
+            at += 1
+            if token == "--":
+                return
+            name, equals, value = token.partition("=")
+            if name in options:
+                if not equals:
+                    if at >= len(tokens):
+                        return  # the parser says what is missing
+                    value = tokens[at]
+                    at += 1
+                dest = options[name].name or name
+                if dest in seen and seen[dest][1] != value:
+                    first = seen[dest]
+                    raise UserInputError(
+                        f"{first[0]} is given twice, as {_shown_value(first[1])} and "
+                        f"{_shown_value(value)}; give it once.")
+                seen[dest] = (name, value)
+            elif token.startswith("-"):  # a flag, or an option the parser will refuse
+                continue
+            elif token in subcommands:
+                command = subcommands[token]
+                break
+
+
+def _shown_value(value: str) -> str:
+    """An option's value on one line; a long one keeps its start and its end (a path's end
+    tells most)."""
+    value = " ".join(value.split())
+    return repr(value if len(value) <= 80 else f"{value[:30]}...{value[-45:]}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command; user mistakes exit 2 and program faults exit 1, each in one line."""
     from core.installation import installation_problem
@@ -644,6 +752,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evidence: error: {problem}", file=sys.stderr)
         return 1
     try:
+        _refuse_repeated_options(sys.argv[1:] if argv is None else argv)
         with _library_notes():
             result = app(args=argv, prog_name="evidence", standalone_mode=False)
         return result if isinstance(result, int) else 0

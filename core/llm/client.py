@@ -23,6 +23,9 @@ _CODE_FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n(?P<body>.*?)\n?```$", re.DOTA
 # the openai client from reaching for OPENAI_API_KEY, a key meant for another service.
 _NO_API_KEY = "no-key-configured"
 _DETAIL_CHARS = 200
+# JSON can escape a lone surrogate (\ud800); no UTF-8 writer (the store, a JSON line, the
+# terminal) can carry one, so a reply's text has each replaced by U+FFFD, as vendor text has.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class LLMError(EvidenceError):
@@ -122,7 +125,7 @@ class LLMClient:
                 f"The language model at {self.endpoint} answered with content that is not JSON "
                 f"({exc.msg} at character {exc.pos + 1}): {_short(raw)!r}.") from exc
         try:
-            return schema.model_validate(data), raw
+            return schema.model_validate(_valid_unicode(data)), raw
         except pydantic.ValidationError as exc:
             raise LLMError(
                 f"The language model at {self.endpoint} answered JSON that does not match the "
@@ -163,7 +166,20 @@ class LLMClient:
             why = f"; it refused: {_short(refusal)!r}" if refusal else ""
             raise LLMError(
                 f"The language model at {self.endpoint} answered with empty content{why}.")
-        return content
+        return _LONE_SURROGATE.sub("\ufffd", content)
+
+
+def _valid_unicode(data: Any) -> Any:
+    """The parsed reply with every lone surrogate its JSON escaped replaced by U+FFFD: a
+    model's answer holding one was otherwise accepted and then failed the turn as it was
+    stored."""
+    if isinstance(data, str):
+        return _LONE_SURROGATE.sub("\ufffd", data)
+    if isinstance(data, list):
+        return [_valid_unicode(item) for item in data]
+    if isinstance(data, dict):
+        return {_valid_unicode(key): _valid_unicode(value) for key, value in data.items()}
+    return data
 
 
 def _short(text: str) -> str:
