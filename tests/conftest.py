@@ -146,12 +146,61 @@ def sample_server(sample_store, tmp_path_factory):
     server.stop()
 
 
+class TeamSampleServer(SampleServer):
+    """The sample store on a ChromaDB server behind a TLS proxy that checks a token (see
+    tests/tls_proxy.py), as a team shares one; restarted like SampleServer."""
+
+    TOKEN = "sample-team-token-4b1d"
+
+    def _start(self) -> ChromaServer:
+        from tests.tls_proxy import TlsProxy
+
+        self.starts += 1
+        root = self._root / f"copy-{self.starts}"
+        shutil.copytree(self._pristine_store, root / "store")
+        self.proxy = TlsProxy(root / "proxy", root / "store", self.TOKEN)
+        return self.proxy.chroma
+
+    def ensure_pristine(self) -> None:
+        if self.server.running and server_fingerprint(self.server.port) == self._pristine:
+            return
+        self.proxy.stop()
+        self.server = self._start()
+
+    def stop(self) -> None:
+        self.proxy.stop()
+
+    def settings(self, **values) -> Settings:
+        return Settings(chroma_host="127.0.0.1", chroma_port=self.proxy.port, chroma_ssl=True,
+                        chroma_ca_bundle=self.proxy.ca_bundle, chroma_token=self.TOKEN,
+                        **values)
+
+
+@pytest.fixture(scope="session")
+def team_sample_server(sample_store, tmp_path_factory):
+    """The sample store behind a TLS proxy with a token (see TeamSampleServer)."""
+    server = TeamSampleServer(sample_store, tmp_path_factory.mktemp("team-sample-server"))
+    yield server
+    server.stop()
+
+
 @pytest.fixture(params=["embedded", pytest.param("server", marks=pytest.mark.server)])
 def sample_workbench(request, sample_store, tmp_path, real_embedder) -> Workbench:
     """The sample data with the real embedder and no reranker model (fallback), once on a
     private copy of the embedded store and once through a ChromaDB server holding it."""
+    return sample_workbench_on(request, request.param, sample_store, tmp_path, real_embedder)
+
+
+def sample_workbench_on(request, kind: str, sample_store: Path, tmp_path: Path,
+                        real_embedder) -> Workbench:
+    """The sample workbench on an embedded copy, a server, or a team server behind a proxy."""
     no_models = tmp_path / "no-models"
-    if request.param == "server":
+    if kind == "team server":
+        team = request.getfixturevalue("team_sample_server")
+        team.ensure_pristine()
+        return Workbench(team.settings(store=tmp_path / "no-embedded-store",
+                                       reranker_cache_dir=no_models), embedder=real_embedder)
+    if kind == "server":
         sample_server = request.getfixturevalue("sample_server")
         sample_server.ensure_pristine()
         settings = Settings(chroma_host="127.0.0.1", chroma_port=sample_server.port,

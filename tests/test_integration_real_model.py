@@ -1,5 +1,7 @@
-"""The whole sample_data through the real all-MiniLM-L6-v2 and a real ChromaDB store on disk:
-the precedence scenarios of sample_data/README.md as a reviewer would see them. No FlashRank
+"""The whole sample_data through the real all-MiniLM-L6-v2 and a real ChromaDB store: the
+precedence scenarios of sample_data/README.md as a reviewer would see them, on disk, on a
+ChromaDB server, and on a team's server behind a TLS proxy that checks a token (nginx, a
+certificate of a CA the test makes, EVIDENCE_CHROMA_SSL / _CA_BUNDLE / _TOKEN). No FlashRank
 model exists here, so every strategy keeps first-stage order and says so."""
 
 from __future__ import annotations
@@ -13,9 +15,16 @@ import pytest
 
 from core.hashing import criterion_hash, normalize_text
 from core.strategies import STRATEGIES
-from tests.conftest import AES_CRITERION, SAMPLE_DATA
+from tests.conftest import AES_CRITERION, SAMPLE_DATA, sample_workbench_on
 
 pytestmark = pytest.mark.model
+
+
+@pytest.fixture(params=["embedded", pytest.param("server", marks=pytest.mark.server),
+                        pytest.param("team server", marks=pytest.mark.server)])
+def sample_workbench(request, sample_store, tmp_path, real_embedder):
+    """conftest's sample workbench, and the same through the team's proxied server."""
+    return sample_workbench_on(request, request.param, sample_store, tmp_path, real_embedder)
 
 CRITERIA = [line.strip() for line in
             (SAMPLE_DATA / "criteria.txt").read_text(encoding="utf-8").splitlines()
