@@ -46,7 +46,8 @@ def check_store_path(store: Path, *, opening: bool = False) -> None:
         except OSError as exc:
             raise UserInputError(
                 f"The store folder {shown} cannot be read ({exc.strerror}).") from None
-        if names:
+        # Listed after the check above: another process may have made the store meanwhile.
+        if names and STORE_DATABASE not in names:
             more = ", ..." if len(names) > 1 else ""
             raise UserInputError(
                 f"The store folder {shown} holds {len(names):,} "
