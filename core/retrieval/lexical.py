@@ -218,13 +218,8 @@ class LexicalIndex:
             if in_sync and not self._gone(recorded - wanted):
                 report = SyncReport()
             else:
-                db.execute("BEGIN IMMEDIATE")
-                try:
+                with _immediate(db):
                     report = self._apply(db, collection_id, wanted)
-                    db.execute("COMMIT")
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
             if self._generation is not None:
                 self._settle(db, collection_id, wanted)
         self._synced = True
@@ -241,20 +236,10 @@ class LexicalIndex:
         collection_id = str(self._chunks.id)
         wanted = {(k, v) for k, v in self._versions.items()}
         with self._connection() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                for table in _TABLES:
-                    db.execute(f"DROP TABLE IF EXISTS {table}")
-                for statement in filter(str.strip, _SCHEMA.split(";")):
-                    db.execute(statement)
-                db.execute("INSERT INTO meta VALUES ('schema_version', ?)",
-                           (str(SCHEMA_VERSION),))
+            with _immediate(db):
+                _create_tables(db)
                 db.execute("INSERT INTO meta VALUES ('collection_id', ?)", (collection_id,))
                 report = self._apply(db, collection_id, wanted)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
             if self._generation is not None:
                 self._settle(db, collection_id, wanted)
         self._synced = True
@@ -274,8 +259,7 @@ class LexicalIndex:
         replaced version waiting for its chunks to leave the store) and every response as
         its link fingerprints it; otherwise leave the record as it is."""
         expected = dict(self._expected_followups()) if self._expected_followups else {}
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with _immediate(db):
             indexed = _recorded_followups(db)
             if (_meta(db, "collection_id") == collection_id
                     and _recorded_versions(db) == wanted
@@ -283,10 +267,6 @@ class LexicalIndex:
                             for i, fingerprint in expected.items())):
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)",
                            (self._generation,))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
     def _apply(self, db: sqlite3.Connection, collection_id: str,
                wanted: set[tuple[str, str]]) -> SyncReport:
@@ -482,19 +462,31 @@ def _prepare(db: sqlite3.Connection) -> None:
     db.execute("PRAGMA synchronous = NORMAL")
     if _schema_version(db) == SCHEMA_VERSION:
         return
+    with _immediate(db):
+        if _schema_version(db) != SCHEMA_VERSION:
+            _create_tables(db)
+
+
+@contextlib.contextmanager
+def _immediate(db: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction, taken at once (other writers wait), rolled back on any error."""
     db.execute("BEGIN IMMEDIATE")
     try:
-        if _schema_version(db) != SCHEMA_VERSION:
-            for table in _TABLES:
-                db.execute(f"DROP TABLE IF EXISTS {table}")
-            # One statement at a time: executescript would commit the transaction first.
-            for statement in filter(str.strip, _SCHEMA.split(";")):
-                db.execute(statement)
-            db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        yield
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
         raise
+
+
+def _create_tables(db: sqlite3.Connection) -> None:
+    """The tables dropped and made afresh, inside the caller's transaction."""
+    for table in _TABLES:
+        db.execute(f"DROP TABLE IF EXISTS {table}")
+    # One statement at a time: executescript would commit the transaction first.
+    for statement in filter(str.strip, _SCHEMA.split(";")):
+        db.execute(statement)
+    db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
 
 
 def _schema_version(db: sqlite3.Connection) -> int | None:
