@@ -3,6 +3,7 @@ test asks for the real embedding model."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import logging
@@ -28,6 +29,21 @@ logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").set
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_DATA = REPO / "sample_data"
 AES_CRITERION = "Does the vendor encrypt data at rest using AES-256?"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def release_chroma_stores():
+    """Let go of the ChromaDB stores a test module opened, once it is done with them.
+
+    ChromaDB keeps every store a process opened in a process-wide registry for the life of
+    the process; a workbench process opens one, but the suite opens well over a thousand,
+    and past the machine's 20,000 file descriptors the last modules failed with "Too many
+    open files". Runs after the module's own fixtures are torn down."""
+    yield
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    SharedSystemClient.clear_system_cache()
+    gc.collect()
 
 
 @pytest.fixture(autouse=True)
