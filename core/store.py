@@ -131,9 +131,7 @@ class EvidenceStore:
             if self.settings.chroma_host:
                 return _ServerCalls(_server_client(self.settings),
                                     _ServerProblems(self.settings, self.location))
-            store = self.settings.store
-            if store.exists() and not store.is_dir():
-                raise UserInputError(f"The store path {store} exists and is not a folder.")
+            store = self.settings.store  # checked by `client` (core/store_path.py)
             store.mkdir(parents=True, exist_ok=True)
             return chromadb.PersistentClient(path=str(store), settings=chroma_settings)
         except (UserInputError, StoreError):

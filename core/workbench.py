@@ -185,10 +185,11 @@ class Workbench:
         without one) changes, for caching views of it; None while a round is between its
         link write and its responses' write (or for a store without generations), when a
         view read now may change without a new generation, so nothing should be cached."""
-        vendors = [vendor_id] if vendor_id is not None else self.vendor_ids()
+        known = self.vendor_ids()
+        vendors = [vendor_id] if vendor_id is not None else known
         parts = []
         for name in vendors:
-            if name not in self.vendor_ids():
+            if name not in known:
                 parts.append(f"{name}:absent")
                 continue
             vendor = self.store.open_vendor(name, embedding_model=self.embedder.name)
