@@ -592,6 +592,19 @@ def ask_by_command(capsys, vendor: str, question: str, conversation: str | None,
     return (None if text else AskTurn.model_validate(json_lines(out)[0])), out, err
 
 
+def ask_in_turn(capsys, vendor: str, asked: list[str]) -> tuple[list[AskTurn], str]:
+    """Each question asked by `evidence ask` in one conversation: the turns as printed (each
+    holding its question as asked, ends trimmed) and the conversation's id."""
+    printed: list[AskTurn] = []
+    conversation = None
+    for question in asked:
+        turn, _, _ = ask_by_command(capsys, vendor, question, conversation)
+        assert turn.question == question.strip()
+        conversation = turn.conversation_id
+        printed.append(turn)
+    return printed, conversation
+
+
 def show(capsys, vendor: str, conversation: str) -> list[AskTurn]:
     code, out, err = run(capsys, "conversations", "--vendor", vendor, "--show", conversation)
     assert code == 0, err
@@ -604,12 +617,7 @@ def test_each_turn_stores_exactly_its_question_and_its_answer(cli_bench, tmp_pat
                                                               data):
     asked = data.draw(st.lists(questions, min_size=2, max_size=3), label="questions")
     seeded = seed_vendor(cli_bench, tmp_path, data, asked[0])
-    printed, conversation = [], None
-    for question in asked:
-        turn, _, _ = ask_by_command(capsys, seeded.vendor, question, conversation)
-        assert turn.question == question.strip()
-        conversation = turn.conversation_id
-        printed.append(turn)
+    printed, conversation = ask_in_turn(capsys, seeded.vendor, asked)
     assert show(capsys, seeded.vendor, conversation) == printed
     stored = Conversations(cli_bench.store, seeded.vendor).messages(conversation)
     check_stored_messages(stored, printed, asked)
@@ -736,11 +744,7 @@ def test_history_holds_exactly_the_earlier_messages_as_stored(cli_bench, tmp_pat
                                                                data):
     asked = data.draw(st.lists(questions, min_size=4, max_size=5), label="questions")
     seeded = seed_vendor(cli_bench, tmp_path, data, asked[0])
-    printed, conversation = [], None
-    for question in asked:
-        turn, _, _ = ask_by_command(capsys, seeded.vendor, question, conversation)
-        conversation = turn.conversation_id
-        printed.append(turn)
+    printed, conversation = ask_in_turn(capsys, seeded.vendor, asked)
     stored = Conversations(cli_bench.store, seeded.vendor).messages(conversation)
     check_stored_messages(stored, printed, asked)
     check_history(printed, stored, cli_bench.settings.history_window,
