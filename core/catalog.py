@@ -14,18 +14,18 @@ from core.conversation.store import Conversations
 from core.hashing import criterion_hash
 from core.models import FOLLOWUP_SOURCE_TYPE, FollowupHit, by_round
 from core.reports import VendorStatus
-from core.retrieval.source import ChromaEvidence, Query
+from core.retrieval.source import Query
 from core.retrieval.stages import assign_tiers, candidate_from_chunk, followup_hit
 from core.store import (
-    CONSISTENT_READ_ATTEMPTS,
     EvidenceStore,
-    VendorCollections,
+    VendorEvidence,
+    VendorStore,
+    Where,
     check_vendor_id,
     committed_versions,
-    get_all,
     is_committed,
-    read_manifest,
 )
+from core.store.protocol import consistent_read
 
 
 class Catalog:
@@ -44,7 +44,7 @@ class Catalog:
 
     def documents(self, vendor_id: str) -> list[dict[str, Any]]:
         """The vendor's committed documents (the manifest), sorted by source."""
-        manifest = read_manifest(self.store.open_vendor(vendor_id))
+        manifest = self.store.open_vendor(vendor_id).documents()
         return sorted(manifest.values(), key=lambda m: str(m.get("source")))
 
     def browse_chunks(self, vendor_id: str, *, contains: str | None = None,
@@ -52,18 +52,15 @@ class Catalog:
         """Stored chunks and follow-ups of one vendor, optionally by text and type; chunks of
         an unfinished document ingest are left out, as retrieval leaves them out."""
         vendor = self.store.open_vendor(vendor_id)
-        versions = committed_versions(read_manifest(vendor))
-        where = {"type": doc_type} if doc_type else None
-        where_document = {"$contains": contains} if contains else None
+        versions = committed_versions(vendor.documents())
+        where = Where.eq(type=doc_type) if doc_type else None
         rows: list[dict[str, Any]] = []
         offset = 0
         while len(rows) < limit:
-            found = vendor.chunks.get(where=where, where_document=where_document, limit=limit,
-                                      offset=offset, include=["documents", "metadatas"])
-            rows.extend({"id": i, "text": t, **m} for i, t, m in
-                        zip(found["ids"], found["documents"], found["metadatas"], strict=True)
-                        if m is not None and is_committed(m, versions))
-            if len(found["ids"]) < limit:
+            found, read = vendor.page(where, contains=contains, limit=limit, offset=offset)
+            rows.extend({"id": c.id, "text": c.text, **c.metadata} for c in found
+                        if is_committed(c.metadata, versions))
+            if read < limit:
                 break
             offset += limit
         return rows[:limit]
@@ -86,23 +83,18 @@ class Catalog:
         query = Query(text=criterion, criterion_hash=criterion_hash(criterion),
                       embedding=np.zeros(0, dtype=np.float32))
         vendor = self.store.open_vendor(vendor_id)
-        records = ChromaEvidence(vendor.chunks, lambda meta: True)
-        chunks = records.by_metadata({"criterion_canonical_hash": query.canonical_hash})
+        records = VendorEvidence(vendor, lambda meta: True)
+        chunks = records.by_metadata(Where.eq(criterion_canonical_hash=query.canonical_hash))
         hits = [followup_hit(candidate_from_chunk(chunk), query, ["hash"]) for chunk in chunks]
         return by_round(assign_tiers(hits, [], criterion, self.settings.fuzzy_match_threshold))
 
 
-def vendor_status(vendor: VendorCollections) -> VendorStatus:
+def vendor_status(vendor: VendorStore) -> VendorStatus:
     """One vendor's counts, read from one committed state of its store."""
-    # Manifest, chunks, manifest again: an ingest committing in between would count a
-    # document whose chunks were read before (or after) it changed.
-    manifest = read_manifest(vendor)
-    for _ in range(CONSISTENT_READ_ATTEMPTS):
-        records = get_all(vendor.chunks, include=("metadatas",))["metadatas"]
-        again = read_manifest(vendor)
-        if again == manifest:
-            break
-        manifest = again
+    # Read while the manifest held: an ingest committing in between would count a document
+    # whose chunks were read before (or after) it changed.
+    _, (manifest, records) = consistent_read(vendor, lambda: (
+        vendor.documents(), [c.metadata for c in vendor.records(text=False)]))
     versions = committed_versions(manifest)
     by_type: Counter[str] = Counter()
     rounds: set[int] = set()

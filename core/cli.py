@@ -132,7 +132,7 @@ def _criteria(criterion: str | None, criteria_file: Path | None, *,
     command that writes `output` may not write it over the criteria file."""
     from core.config import MAX_CRITERION_CHARS
     from core.criteria import CriterionEntry
-    from core.ingest import shown_path
+    from core.errors import shown_path
     from core.ingest.spreadsheets import load_criteria_file
 
     if (criterion is None) == (criteria_file is None):
@@ -495,7 +495,7 @@ def models(
 
     settings = _settings(ctx)
     if prepare:
-        from core.embedding import configured_embedder
+        from core.encoders.factory import configured_embedder
 
         configured_embedder(settings).embed(["Is data encrypted at rest?"])
     wanted = [model for model in _workbench_models(settings) if not model.present]
@@ -573,9 +573,9 @@ class _WorkbenchModel:
 
 def _workbench_models(settings: Settings) -> list[_WorkbenchModel]:
     """The embedding model and the configured reranker, read from disk, none loaded."""
-    from core.embedding import SentenceTransformerEmbedder, resolve_model_location
-    from core.onnx_embedding import describe_runtime
-    from core.rerank import (
+    from core.encoders.embedding import SentenceTransformerEmbedder, resolve_model_location
+    from core.encoders.onnx.report import describe_runtime
+    from core.encoders.rerank import (
         cached_hub_model,
         configured_reranker,
         hub_cache_location,
@@ -676,7 +676,7 @@ def _sentence(message: str) -> str:
 
 
 class _NotesOnStderr(logging.Handler):
-    """The library's notes (warnings of the `core.embedding` logger: which runtime embeds,
+    """The library's notes (warnings of the `core.encoders` logger: which runtime embeds,
     and why not ONNX Runtime), one line each on stderr."""
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -685,7 +685,7 @@ class _NotesOnStderr(logging.Handler):
 
 @contextmanager
 def _library_notes() -> Iterator[None]:
-    log = logging.getLogger("core.embedding")
+    log = logging.getLogger("core.encoders")
     handler = _NotesOnStderr(logging.WARNING)
     propagate = log.propagate
     log.addHandler(handler)

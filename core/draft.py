@@ -22,14 +22,13 @@ from pydantic import BaseModel, Field
 
 from core.config import MAX_ROUND_NUMBER
 from core.criteria import CriterionEntry, check_criterion, check_question
-from core.errors import UserInputError
+from core.errors import UserInputError, shown_path
 from core.hashing import criterion_hash
-from core.ingest import shown_path
 from core.ingest.spreadsheets import current_timestamp
 from core.store import check_vendor_id
 
 if TYPE_CHECKING:
-    from core.workbench import Workbench
+    from core.services import EvidenceReader
 
 DraftFormat = Literal["xlsx", "csv", "json"]
 DRAFT_FORMATS: dict[str, DraftFormat] = {".xlsx": "xlsx", ".csv": "csv", ".json": "json"}
@@ -53,7 +52,7 @@ class DraftRow(BaseModel):
     answer: str = ""
 
 
-def plan_draft(workbench: Workbench, vendor_id: str, criteria: Sequence[CriterionEntry], *,
+def plan_draft(workbench: EvidenceReader, vendor_id: str, criteria: Sequence[CriterionEntry], *,
                only_unanswered: bool = False) -> list[DraftRow]:
     """One row per distinct criterion (by criterion hash), with the rounds that answered it;
     with only_unanswered, the criteria no round has answered yet."""

@@ -275,6 +275,10 @@ class FollowupHit(BaseModel):
                     "typography (curly apostrophe, zero-width space, Unicode normal form...); "
                     "empty when it links by the exact hash")
     found_by: list[FoundBy] = Field(default_factory=list)
+    # How the follow-up's linked criterion text differs from this criterion by typos, as the
+    # decision to vouch for it found (typo, word pairs; [] for punctuation alone); None when
+    # no such decision was made. The tier's reason is read from it, never recomputed.
+    typo_corrections: list[tuple[str, str]] | None = Field(None, exclude=True)
     question_similarity: float
     tier: Tier | None = None
     tier_reason: str = ""

@@ -6,8 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from core.errors import UserInputError
-from core.ingest import shown_path
+from core.errors import UserInputError, shown_path
 
 
 def write_output(path: Path | str, data: str | bytes, *, what: str = "output") -> Path:

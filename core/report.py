@@ -27,7 +27,7 @@ from core.strategies import get_strategy
 from core.verdicts import NO_VERDICT, Assessor, Verdict, VerdictStatus
 
 if TYPE_CHECKING:
-    from core.workbench import Workbench
+    from core.services import EvidenceReader
 
 ReportFormat = Literal["md", "html", "jsonl"]
 REPORT_SUFFIXES: dict[str, ReportFormat] = {
@@ -88,7 +88,7 @@ class EvidencePack(BaseModel):
     criteria: list[CriterionPack]
 
 
-def build_pack(workbench: Workbench, vendor_id: str, criteria: Sequence[CriterionEntry],
+def build_pack(workbench: EvidenceReader, vendor_id: str, criteria: Sequence[CriterionEntry],
                strategy: str) -> EvidencePack:
     """Retrieve each criterion once and gather its rounds, excerpts and verdict; reading
     verdicts needs no language model, and none is asked."""
@@ -96,7 +96,7 @@ def build_pack(workbench: Workbench, vendor_id: str, criteria: Sequence[Criterio
     if not criteria:
         raise UserInputError("The evidence pack needs at least one criterion.")
     store = workbench.status(vendor_id)[0]
-    assessor = Assessor(workbench)
+    assessor = Assessor(workbench.settings, workbench.store, workbench.retrieve)
     parts = []
     for entry in criteria:
         trace = workbench.retrieve(vendor_id, entry.text, strategy)

@@ -11,31 +11,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from core.config import Settings
 from core.errors import UserInputError
 from core.hashing import short_hash
 from core.llm.client import LLMClient, LLMError, describe_missing
 from core.models import RetrievalTrace
-from core.store import SCHEMA_VERSION, EvidenceStore, get_all
+from core.store import EvidenceStore, Where
 from core.strategies import DEFAULT_STRATEGY
-
-if TYPE_CHECKING:
-    from core.workbench import Workbench
 
 VerdictValue = Literal["MET", "NOT_MET", "INCONCLUSIVE"]
 SCHEMA_NAME = "criterion_verdict"
 NO_VERDICT = "No verdict: no language model has assessed this criterion."
 STALE_REASON = ("The vendor's evidence changed since this verdict was given: the prompt it "
                 "answered differs from the one the store gives now, so assess again.")
-
-
-def verdicts_collection_name(vendor_id: str) -> str:
-    """The vendor's verdicts collection, named like its chunks and conversations."""
-    return f"vendor__{vendor_id}__verdicts"
 
 
 def prompt_sha256(prompt: str) -> str:
@@ -116,47 +110,30 @@ class VerdictStore:
         self.store = store
         self.vendor_id = store.open_vendor(vendor_id).vendor_id
 
-    def _collection(self, *, create: bool = False) -> Any | None:
-        client = self.store.client
-        name = verdicts_collection_name(self.vendor_id)
-        if create:
-            return client.get_or_create_collection(
-                name, metadata={"vendor_id": self.vendor_id, "schema_version": SCHEMA_VERSION},
-                embedding_function=None)
-        names = {c if isinstance(c, str) else c.name for c in client.list_collections()}
-        if name not in names:
-            return None
-        return client.get_collection(name, embedding_function=None)
-
     def get(self, record_id: str) -> Verdict | None:
-        collection = self._collection()
-        if collection is None:
+        records = self.store.verdicts(self.vendor_id)
+        if records is None:
             return None
-        found = collection.get(ids=[record_id], include=["metadatas"])
-        metadatas = [m for m in found.get("metadatas") or [] if m]
-        verdicts = [self._read(m) for m in metadatas]
+        verdicts = [self._read(m) for m in records.by_id(record_id)]
         return next((v for v in verdicts if v is not None), None)
 
     def for_criterion(self, criterion_hash: str, strategy: str) -> list[Verdict]:
         """Every stored verdict of the criterion under the strategy, oldest first."""
-        collection = self._collection()
-        if collection is None:
+        records = self.store.verdicts(self.vendor_id)
+        if records is None:
             return []
-        found = get_all(collection, where={"$and": [{"criterion_hash": criterion_hash},
-                                                    {"strategy": strategy}]})
-        verdicts = [v for v in map(self._read, found["metadatas"]) if v is not None]
+        found = records.matching(Where.eq(criterion_hash=criterion_hash, strategy=strategy))
+        verdicts = [v for v in map(self._read, found) if v is not None]
         return sorted(verdicts, key=lambda v: v.assessed_at)
 
     def save(self, verdict: Verdict, raw: str) -> None:
         """One upsert: the verdict is stored whole or not at all."""
-        collection = self._collection(create=True)
         record_id = verdict_id(verdict.criterion_hash, verdict.strategy, verdict.prompt_sha256,
                                verdict.model)
         metadata = verdict.model_dump(exclude={"cached", "criterion_id"})
         metadata["contradictions"] = json.dumps(verdict.contradictions)
         metadata["cited_rounds"] = json.dumps(verdict.cited_rounds)
-        collection.upsert(ids=[record_id], documents=[raw], metadatas=[metadata],
-                          embeddings=[[1.0]])
+        self.store.verdicts(self.vendor_id, create=True).write(record_id, raw, metadata)
 
     def _read(self, metadata: dict[str, Any]) -> Verdict | None:
         if metadata.get("vendor_id") != self.vendor_id:
@@ -171,9 +148,11 @@ class Assessor:
     """Assess criteria of a vendor with the configured language model, and read back the
     verdicts given (reading needs no model)."""
 
-    def __init__(self, workbench: Workbench) -> None:
-        self.wb = workbench
-        self.settings = workbench.settings
+    def __init__(self, settings: Settings, store: EvidenceStore,
+                 retrieve: Callable[[str, str, str], RetrievalTrace]) -> None:
+        self.settings = settings
+        self.store = store
+        self.retrieve = retrieve
 
     def client(self) -> LLMClient:
         """The configured client, or a one-sentence refusal naming the settings to set."""
@@ -187,8 +166,8 @@ class Assessor:
         """The verdict on the prompt the store gives now: read back when this model already
         answered this very prompt (unless `refresh`), else asked and stored."""
         client = self.client()  # before anything is retrieved or embedded
-        trace = self.wb.retrieve(vendor_id, criterion, strategy)
-        verdicts = VerdictStore(self.wb.store, vendor_id)
+        trace = self.retrieve(vendor_id, criterion, strategy)
+        verdicts = VerdictStore(self.store, vendor_id)
         sha = prompt_sha256(trace.prompt)
         if not refresh:
             stored = verdicts.get(verdict_id(trace.criterion_hash, trace.strategy, sha,
@@ -212,7 +191,7 @@ class Assessor:
     def latest(self, vendor_id: str, criterion: str, strategy: str = DEFAULT_STRATEGY
                ) -> VerdictStatus:
         """The verdict to show for the criterion now, from a fresh retrieval."""
-        return self.status(self.wb.retrieve(vendor_id, criterion, strategy))
+        return self.status(self.retrieve(vendor_id, criterion, strategy))
 
     def status(self, trace: RetrievalTrace) -> VerdictStatus:
         """The verdict to show for the criterion of a retrieval already run.
@@ -221,7 +200,7 @@ class Assessor:
         are preferred when one is configured; among them, one that answered the current
         prompt (what `assess` would read back), else the most recent, which is then stale."""
         sha = prompt_sha256(trace.prompt)
-        stored = VerdictStore(self.wb.store, trace.vendor_id).for_criterion(
+        stored = VerdictStore(self.store, trace.vendor_id).for_criterion(
             trace.criterion_hash, trace.strategy)
         model = (self.settings.llm_model or "").strip()
         preferred = [v for v in stored if v.model == model] or stored

@@ -19,12 +19,13 @@ from core.config import Settings
 from core.conversation.ask import AskPipeline
 from core.conversation.models import AskTurn, ConversationSummary
 from core.criteria import check_criterion
-from core.embedding import (
+from core.encoders.embedding import (
     Embedder,
     QueryEmbeddings,
     SentenceTransformerEmbedder,
-    configured_embedder,
 )
+from core.encoders.factory import configured_embedder
+from core.encoders.rerank import Reranker, load_reranker
 from core.errors import UserInputError
 from core.hashing import criterion_hash
 from core.ingest import LoadedRound, shown_path
@@ -38,10 +39,10 @@ from core.models import (
     RetrievalTrace,
 )
 from core.reports import DocumentIngestReport, Progress, QuestionnaireIngestReport, VendorStatus
-from core.rerank import Reranker, load_reranker
 from core.retrieval.run import StrategyRunner, build_trace
 from core.retrieval.source import Query
 from core.retrieval.stages import Timings
+from core.services import Services
 from core.store import EvidenceStore
 from core.strategies import DEFAULT_STRATEGY, get_strategy
 from core.verdicts import Assessor, Verdict, VerdictStatus
@@ -219,7 +220,7 @@ class Workbench:
         rebuild) and delete the leftovers that are safe to delete (see `core.check`)."""
         from core.check import check_vendor
 
-        return check_vendor(self, vendor_id, repair=repair)
+        return check_vendor(self.store, self.settings, self.runner, vendor_id, repair=repair)
 
     def linked_followups(self, vendor_id: str, criterion: str) -> list[FollowupHit]:
         """Every follow-up linked to the criterion by hash, whatever any strategy kept."""
@@ -230,12 +231,12 @@ class Workbench:
     def ask(self, vendor_id: str, question: str, conversation_id: str | None = None, *,
             anchored: bool = True, save: bool = True) -> AskTurn:
         """Answer one question of a conversation (new without an id), stored with its sources."""
-        return AskPipeline(self).ask(vendor_id, question, conversation_id, anchored=anchored,
-                                     save=save)
+        return AskPipeline(self.services()).ask(vendor_id, question, conversation_id,
+                                                anchored=anchored, save=save)
 
     def rerun(self, vendor_id: str, turn: AskTurn, *, anchored: bool) -> AskTurn:
         """A stored turn searched again with its own query, anchored or not; nothing stored."""
-        return AskPipeline(self).rerun(vendor_id, turn, anchored=anchored)
+        return AskPipeline(self.services()).rerun(vendor_id, turn, anchored=anchored)
 
     def conversations(self, vendor_id: str) -> list[ConversationSummary]:
         """The vendor's conversations, oldest first."""
@@ -274,11 +275,20 @@ class Workbench:
                refresh: bool = False, criterion_id: str | None = None) -> Verdict:
         """The configured language model's verdict on the criterion's prompt; a prompt it
         already answered is read back, not sent again (unless `refresh`)."""
-        return Assessor(self).assess(vendor_id, criterion, strategy, refresh=refresh,
+        return self._assessor().assess(vendor_id, criterion, strategy, refresh=refresh,
                                      criterion_id=criterion_id)
 
     def verdict_status(self, vendor_id: str, criterion: str,
                        strategy: str = DEFAULT_STRATEGY) -> VerdictStatus:
         """The stored verdict to show for the criterion, and whether the store changed since;
         needs no language model."""
-        return Assessor(self).latest(vendor_id, criterion, strategy)
+        return self._assessor().latest(vendor_id, criterion, strategy)
+
+    def services(self) -> Services:
+        """What the pipelines over this store are given: its settings, store, runner, models."""
+        return Services(settings=self.settings, store=self.store, runner=self.runner,
+                        embedder=lambda: self.embedder, embed_query=self.embed_query,
+                        reranker=self.reranker)
+
+    def _assessor(self) -> Assessor:
+        return Assessor(self.settings, self.store, self.retrieve)

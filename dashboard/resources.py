@@ -501,7 +501,9 @@ def llm_missing() -> str | None:
 # compared with is the cached trace's, the one the pages show.
 def verdict_status(vendor_id: str, criterion: str, strategy: str) -> VerdictStatus:
     """The stored verdict for the criterion and strategy, current or stale, or none."""
-    return Assessor(get_workbench()).status(retrieve(vendor_id, criterion, strategy))
+    workbench = get_workbench()
+    return Assessor(workbench.settings, workbench.store, workbench.retrieve).status(
+        retrieve(vendor_id, criterion, strategy))
 
 
 def verdict_statuses(vendor_id: str, criteria: Sequence[str], strategies: Sequence[str]

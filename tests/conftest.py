@@ -79,7 +79,7 @@ def workbench_no_reranker(settings) -> Workbench:
 @pytest.fixture(scope="session")
 def real_embedder():
     """The real all-MiniLM-L6-v2, loaded once per test session."""
-    from core.embedding import SentenceTransformerEmbedder
+    from core.encoders.embedding import SentenceTransformerEmbedder
 
     embedder = SentenceTransformerEmbedder("all-MiniLM-L6-v2")
     embedder.warm_up()

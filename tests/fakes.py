@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from core.embedding import Embedder
-from core.rerank import Reranker
+from core.encoders.embedding import Embedder
+from core.encoders.rerank import Reranker
 
 _WORD = re.compile(r"[a-z0-9]+")
 STOPWORDS = frozenset(

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from core.errors import UnknownVendorError, UserInputError
-from core.store import get_all
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION, SAMPLE_DATA
+from tests.support.store import get_all
 
 ACME = SAMPLE_DATA / "vendors" / "acme"
 
@@ -136,7 +136,7 @@ def test_every_answer_keeps_the_chunks_and_documents_that_backed_it(acme):
     import json
 
     turn = acme.ask("acme", AES_CRITERION)
-    collection = acme.store.conversations("acme")
+    collection = acme.store.conversations("acme").collection
     stored = collection.get(ids=[f"{turn.conversation_id}-00001-assistant"],
                             include=["metadatas", "documents"])
     [meta] = stored["metadatas"]

@@ -12,7 +12,8 @@ import pytest
 
 from core.errors import UserInputError
 from core.llm.client import LLMError
-from core.verdicts import VerdictAnswer, verdicts_collection_name
+from core.store import verdicts_collection_name
+from core.verdicts import VerdictAnswer
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker

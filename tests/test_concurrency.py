@@ -46,13 +46,13 @@ import pytest
 from core.config import Settings
 from core.models import DOCUMENT_SOURCE_TYPE, FOLLOWUP_SOURCE_TYPE
 from core.reports import VendorStatus
-from core.store import get_all, read_manifest
 from core.strategies import STRATEGIES
 from core.workbench import Workbench
 from tests.chroma_server import ChromaServer
 from tests.conftest import AES_CRITERION
 from tests.dashboard.test_app import PAGES
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.store import get_all, read_manifest
 
 VENDOR = "acme"
 _COMPILING = threading.Lock()

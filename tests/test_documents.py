@@ -417,7 +417,7 @@ def _write_chunks_only(wb: Workbench, found: dict[str, Any]) -> None:
     vendor = wb.store.open_vendor("acme", create=True, embedding_model="fake-bag-of-words")
     records = [StoredRecord(id=i, text=t, metadata=m) for i, t, m in
                zip(found["ids"], found["documents"], found["metadatas"], strict=True)]
-    wb.store.upsert(vendor.chunks, records, found["embeddings"])
+    wb.store.upsert(vendor, records, found["embeddings"])
 
 
 NEW_TOPIC = "quantum resistant lattice ciphers"

@@ -16,7 +16,7 @@ import signal
 
 import pytest
 
-from core.retrieval.source import ChromaEvidence
+from core.store import VendorEvidence
 from tests.test_faults import (  # noqa: F401  (fixtures of the fault suite, shared)
     SCENARIOS,
     assert_complete,
@@ -40,10 +40,10 @@ def test_sigkill_after_a_rounds_last_write_leaves_it_complete_every_time(
         tmp_path, monkeypatch, template, inputs, references, before, driver):  # noqa: F811
     """The cause of the case's one failure: a store reopened after a SIGKILL can have an HNSW
     index that answers a query short of records it holds (a stress run of 200 saw it once:
-    86 of 88 records). `ChromaEvidence._with_unreached` scores such records exactly; the
+    86 of 88 records). `VendorEvidence._with_unreached` scores such records exactly; the
     runs that needed it are counted and printed."""
     filled: list[int] = []
-    real = ChromaEvidence._with_unreached
+    real = VendorEvidence._with_unreached
 
     def counted(self, rows, embedding, where):
         out = real(self, rows, embedding, where)
@@ -51,7 +51,7 @@ def test_sigkill_after_a_rounds_last_write_leaves_it_complete_every_time(
             filled.append(run)
         return out
 
-    monkeypatch.setattr(ChromaEvidence, "_with_unreached", counted)
+    monkeypatch.setattr(VendorEvidence, "_with_unreached", counted)
     name = "rounds"
     scenario = SCENARIOS[name]
     number = len(scenario.writes)

@@ -34,8 +34,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from chromadb.api.client import Client
-from chromadb.api.models.Collection import Collection
 
 from core.config import Settings
 from core.hashing import criterion_hash
@@ -46,13 +44,12 @@ from core.store import (
     LINK_KIND,
     WITHDRAWN_SOURCE_TYPE,
     EvidenceStore,
-    get_all,
-    read_links,
-    read_manifest,
     record_fingerprint,
+    writes,
 )
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.store import get_all, read_links, read_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 BATCH = 25  # ChromaDB's own limit is 5461; a small one splits each document into batches
@@ -295,7 +292,8 @@ class InjectedFault(RuntimeError):
 
 
 class WriteFaults:
-    """Wraps ChromaDB's writes to label each one, in order, and to fail at write number `at`:
+    """Wraps the store's writes (`core.store.writes`, one ChromaDB write each) to label each
+    one, in order, and to fail at write number `at`:
     raise InjectedFault, or SIGKILL the whole process, just before or just after the real
     write. Only while armed; reading the store afterwards goes through untouched."""
 
@@ -314,18 +312,28 @@ class WriteFaults:
             self.armed = False
 
     def install(self, patch: Callable[[Any, str, Any], None]) -> None:
-        patch(Collection, "upsert", self._wrap(Collection.upsert, _upsert_label))
-        patch(Collection, "delete", self._wrap(Collection.delete, _delete_label))
-        real_create = Client.get_or_create_collection
+        real_apply, real_create = writes.apply, writes.create
+        counted = {
+            "upsert": self._wrap(real_apply, lambda c, _, **kw: _upsert_label(c, **kw)),
+            "delete": self._wrap(real_apply, lambda c, _, **kw: _delete_label(c, **kw)),
+        }
+
+        def apply(collection: Any, operation: str, **arguments: Any) -> Any:
+            write = counted.get(operation)
+            if write is None:
+                return real_apply(collection, operation, **arguments)
+            return write(collection, operation, **arguments)
+
         wrapped_create = self._wrap(real_create, _create_label)
 
-        def get_or_create_collection(client: Client, name: str, **kwargs: Any) -> Any:
+        def create(client: Any, name: str, **kwargs: Any) -> Any:
             existing = {c if isinstance(c, str) else c.name for c in client.list_collections()}
             if name in existing:
                 return real_create(client, name, **kwargs)  # opening is not a write
             return wrapped_create(client, name, **kwargs)
 
-        patch(Client, "get_or_create_collection", get_or_create_collection)
+        patch(writes, "apply", apply)
+        patch(writes, "create", create)
 
     def _wrap(self, real: Callable[..., Any], label: Callable[..., str]) -> Callable[..., Any]:
         def write(target: Any, *args: Any, **kwargs: Any) -> Any:
@@ -352,7 +360,7 @@ class WriteFaults:
         raise InjectedFault(message)
 
 
-def _upsert_label(collection: Collection, *, ids: list[str], metadatas: list[dict],
+def _upsert_label(collection: Any, *, ids: list[str], metadatas: list[dict],
                   documents: list[str], **_: Any) -> str:
     first = metadatas[0]
     if collection.name.endswith("__manifest"):
@@ -365,7 +373,7 @@ def _upsert_label(collection: Collection, *, ids: list[str], metadatas: list[dic
     return f"upsert chunks {what} ({len(ids)})"
 
 
-def _delete_label(collection: Collection, *, where: dict[str, Any],
+def _delete_label(collection: Any, *, where: dict[str, Any],
                   ids: list[str] | None = None, **_: Any) -> str:
     if ids is not None:  # a replaced round's withdrawn answers, or their links
         what = "links" if collection.name.endswith("__manifest") else "answers"
@@ -374,7 +382,7 @@ def _delete_label(collection: Collection, *, where: dict[str, Any],
     return f"delete chunks {DOC_NAMES.get(doc_key, doc_key)}"
 
 
-def _create_label(client: Client, name: str, **_: Any) -> str:
+def _create_label(client: Any, name: str, **_: Any) -> str:
     return f"create {name.rsplit('__', 1)[-1]} collection"
 
 
@@ -1074,7 +1082,7 @@ records = [StoredRecord(id=f"r{i}", text=f"record {i} about key rotation {i % 97
 vectors = workbench.embedder.embed([r.text for r in records])
 assert workbench.store.max_batch_size() >= len(records)
 print("writing", flush=True)
-workbench.store.upsert(vendor.chunks, records, vectors)
+workbench.store.upsert(vendor, records, vectors)
 print("written", flush=True)
 '''
 

@@ -29,11 +29,12 @@ from core.cli import main
 from core.hashing import criterion_hash
 from core.models import RerankerStatus
 from core.retrieval.lexical import index_path
-from core.store import get_all
-from core.verdicts import VerdictStore, prompt_sha256, verdicts_collection_name
+from core.store import verdicts_collection_name
+from core.verdicts import VerdictStore, prompt_sha256
 from core.workbench import Workbench
 from tests import test_faults
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.store import get_all
 from tests.test_faults import (
     KEY_CRITERION,
     REPO,
@@ -102,20 +103,20 @@ core.workbench.load_reranker = lambda settings: (
 
 kill = spec.get("kill") or {}
 if kill.get("at") in ("conversation", "verdict"):
-    from chromadb.api.models.Collection import Collection
+    from core.store import writes
 
-    real_upsert = Collection.upsert
+    real_apply = writes.apply
     suffix = "__conversations" if kill["at"] == "conversation" else "__verdicts"
 
-    def upsert(collection, *args, **kwargs):
-        if not collection.name.endswith(suffix):
-            return real_upsert(collection, *args, **kwargs)
+    def apply(collection, operation, **kwargs):
+        if operation != "upsert" or not collection.name.endswith(suffix):
+            return real_apply(collection, operation, **kwargs)
         if kill["when"] == "before":
             die(f"before the {kill['at']} write of {json.dumps(kwargs['ids'])}")
-        real_upsert(collection, *args, **kwargs)
+        real_apply(collection, operation, **kwargs)
         die(f"after the {kill['at']} write of {json.dumps(kwargs['ids'])}")
 
-    Collection.upsert = upsert
+    writes.apply = apply
 elif kill.get("at") == "lexical":
     import core.retrieval.lexical as lexical
 
@@ -232,8 +233,8 @@ def conversation_template(tmp_path_factory, template) -> tuple[Path, dict]:
 
 def conversation_messages(store: Path) -> dict[str, dict[int, set[str]]]:
     """conversation id -> turn -> the roles stored for it, read from the store itself."""
-    collection = workbench_at(store).store.conversations(VENDOR)
-    found = get_all(collection, include=("metadatas",)) if collection is not None else {
+    records = workbench_at(store).store.conversations(VENDOR)
+    found = get_all(records.collection, include=("metadatas",)) if records is not None else {
         "metadatas": []}
     messages: dict[str, dict[int, set[str]]] = {}
     for meta in found["metadatas"]:
@@ -845,7 +846,7 @@ def test_two_vendors_conversations_and_verdicts_never_mix(tmp_path, llm_stub):
             assert turn.vendor_id == vendor
             shown = json.dumps(turn.model_dump(mode="json"))
             assert marker in shown and other not in shown
-        collection = reader.store.conversations(vendor)
+        collection = reader.store.conversations(vendor).collection
         assert {m["vendor_id"] for m in get_all(collection)["metadatas"]} == {vendor}
         verdicts = VerdictStore(reader.store, vendor)
         prompts = {prompt_sha256(reader.retrieve(vendor, c).prompt) for c in criteria}

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from core.errors import UnknownVendorError, UserInputError
-from core.store import get_all
 from core.strategies import STRATEGIES
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
+from tests.support.store import get_all
 
 ALL_STRATEGIES = pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 KMS = {"acme": "AWS KMS", "globex": "Azure Key Vault"}

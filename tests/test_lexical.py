@@ -29,10 +29,11 @@ from core.retrieval.lexical import (
     match_expression,
 )
 from core.retrieval.source import Query
-from core.store import committed_versions, read_manifest
+from core.store import VendorStore, committed_versions
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.store import read_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENTS = {
@@ -95,7 +96,7 @@ def index_at(bench: Workbench, vendor_id: str, versions: dict[str, str] | None =
     vendor = bench.store.open_vendor(vendor_id)
     if versions is None:
         versions = committed_versions(read_manifest(vendor))
-    return LexicalIndex(index_path(bench.settings, vendor_id), chunks or vendor.chunks,
+    return LexicalIndex(index_path(bench.settings, vendor_id), with_chunks(vendor, chunks),
                         versions)
 
 
@@ -212,6 +213,11 @@ def test_where_refuses_what_it_does_not_take(acme, where):
 
 
 # Following the store ----------------------------------------------------------------------------
+
+def with_chunks(vendor: VendorStore, chunks=None) -> VendorStore:
+    """The vendor, its chunk collection replaced by `chunks` when given."""
+    return VendorStore(vendor.vendor_id, chunks, vendor.manifest) if chunks else vendor
+
 
 class CountingChunks:
     """A chunk collection that records the `where` of every read."""
@@ -338,7 +344,7 @@ def test_an_ingest_killed_before_its_commit_leaves_the_index_on_the_old_version(
         acme, tmp_path, monkeypatch):
     index_at(acme, "acme").sync()
 
-    folder = replace_backups_killed_at(acme, tmp_path, monkeypatch, "commit_manifest_entry")
+    folder = replace_backups_killed_at(acme, tmp_path, monkeypatch, "commit_document")
     vendor = acme.store.open_vendor("acme")
     key = document_key("backups.md", "tc_files", None)
     written = vendor.chunks.get(where={"doc_key": key}, include=["documents"])["documents"]
@@ -404,7 +410,7 @@ def runner_index(bench: Workbench, vendor_id: str, chunks=None,
     vendor = bench.store.open_vendor(vendor_id)
     read_generation, versions = bench.runner.committed_state(vendor)
     generation = generation or read_generation
-    return LexicalIndex(index_path(bench.settings, vendor_id), chunks or vendor.chunks,
+    return LexicalIndex(index_path(bench.settings, vendor_id), with_chunks(vendor, chunks),
                         versions, generation=generation,
                         expected_followups=lambda: bench.runner.links.read(
                             vendor, read_generation).fingerprints)
@@ -458,14 +464,14 @@ def test_a_retrieval_removes_a_replaced_version_once_its_chunks_leave_the_store(
     vendor = acme.store.open_vendor("acme")
     committed = set(committed_versions(read_manifest(vendor)).items())
     path = index_path(acme.settings, "acme")
-    assert LexicalIndex(path, vendor.chunks, {}).indexed().versions > committed
+    assert LexicalIndex(path, vendor, {}).indexed().versions > committed
 
     monkeypatch.undo()
     acme.ingest_documents("acme", [folder])  # unchanged: only the clean-up runs
     trace = acme.retrieve("acme", "Where do backups go, Iceland?", "hybrid")
     assert any(c.source == "backups.md" and c.lexical_rank for c in trace.first_stage)
-    assert LexicalIndex(path, vendor.chunks, {}).indexed().versions == committed
-    assert LexicalIndex(path, vendor.chunks, {}).indexed().chunks == len(DOCUMENTS) + 2
+    assert LexicalIndex(path, vendor, {}).indexed().versions == committed
+    assert LexicalIndex(path, vendor, {}).indexed().chunks == len(DOCUMENTS) + 2
 
 
 def test_an_index_of_another_store_is_rebuilt(tmp_path):
@@ -502,7 +508,7 @@ def test_an_index_that_cannot_be_written_is_one_store_error(acme, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder", encoding="utf-8")
     vendor = acme.store.open_vendor("acme")
-    index = LexicalIndex(blocker / "acme.sqlite3", vendor.chunks, {})
+    index = LexicalIndex(blocker / "acme.sqlite3", vendor, {})
     with pytest.raises(StoreError, match="lexical index .* cannot be opened"):
         index.sync()
 
@@ -629,11 +635,12 @@ import numpy as np
 from core.config import Settings
 from core.retrieval.lexical import LexicalIndex, index_path
 from core.retrieval.source import Query
-from core.store import EvidenceStore, committed_versions, read_manifest
+from core.store import EvidenceStore, committed_versions
+from tests.support.store import read_manifest
 settings = Settings(store=Path(sys.argv[1]))
 vendor = EvidenceStore(settings).open_vendor("acme")
 for _ in range(5):
-    index = LexicalIndex(index_path(settings, "acme"), vendor.chunks,
+    index = LexicalIndex(index_path(settings, "acme"), vendor,
                          committed_versions(read_manifest(vendor)))
     index.sync()
     found = index.nearest(Query("AES-256", "0" * 16, np.zeros(4, np.float32)), 10)

@@ -7,23 +7,25 @@ import pytest
 
 from core.config import Settings
 from core.hashing import canonical_criterion_hash
-from core.migrations import FIRST_SCHEMA_VERSION, MIGRATIONS, upgrade
 from core.models import StoredRecord
 from core.store import (
     KIND_KEY,
     LINK_KIND,
     MANIFEST_GENERATION_ID,
     SCHEMA_VERSION,
+    record_fingerprint,
+)
+from core.store.migrations import FIRST_SCHEMA_VERSION, MIGRATIONS, upgrade
+from core.workbench import Workbench
+from tests.conftest import AES_CRITERION, SAMPLE_DATA
+from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.store import (
     VendorCollections,
     commit_links,
     get_all,
     manifest_generation,
     read_links,
-    record_fingerprint,
 )
-from core.workbench import Workbench
-from tests.conftest import AES_CRITERION, SAMPLE_DATA
-from tests.fakes import FakeEmbedder, FakeReranker
 
 POLICY = SAMPLE_DATA / "vendors" / "acme" / "documents" / "encryption_standard.md"
 ROUND = {

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from core.cli import main
-from core.onnx_embedding import EXPORT_FORMAT, find_export
-from core.rerank import _RequestsWithTimeout
+from core.encoders.onnx.cache import find_export
+from core.encoders.onnx.check import EXPORT_FORMAT
+from core.encoders.rerank import _RequestsWithTimeout
 from tests.conftest import REPO
 from tests.support.tiny_bert_cross_encoder import build_tiny_bert_cross_encoder
 from tests.support.tiny_cross_encoder import DEFAULT_MODEL_NAME, build_tiny_cross_encoder

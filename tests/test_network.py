@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-import core.embedding
+import core.encoders.embedding
 from core.config import Settings
-from core.embedding import SentenceTransformerEmbedder, configure_hub_access
+from core.encoders.embedding import SentenceTransformerEmbedder, configure_hub_access
+from core.encoders.onnx.embedder import OnnxEmbedder
+from core.encoders.rerank import FlashRankReranker, load_reranker
 from core.errors import ModelUnavailableError
-from core.onnx_embedding import OnnxEmbedder
-from core.rerank import FlashRankReranker, load_reranker
 from core.workbench import Workbench
 from tests.chroma_server import ChromaServer
 from tests.conftest import AES_CRITERION, REPO, SAMPLE_DATA
@@ -74,7 +74,7 @@ def hub_state(monkeypatch):
         else:
             monkeypatch.delenv(name, raising=False)
     # Whether the developer's shell asked Hugging Face to stay offline must not decide this.
-    monkeypatch.setattr(core.embedding, "_OFFLINE_BY_USER", False)
+    monkeypatch.setattr(core.encoders.embedding, "_OFFLINE_BY_USER", False)
     yield constants
     set_client_factory(hub_http.default_client_factory)
 
@@ -126,7 +126,7 @@ def test_hugging_face_stays_offline_unless_downloads_are_allowed(hub_state):
 
 
 def test_a_user_who_set_hf_hub_offline_stays_offline(hub_state, monkeypatch):
-    monkeypatch.setattr(core.embedding, "_OFFLINE_BY_USER", True)
+    monkeypatch.setattr(core.encoders.embedding, "_OFFLINE_BY_USER", True)
     configure_hub_access(True, 12.0)
     assert hub_state.HF_HUB_OFFLINE is True
 

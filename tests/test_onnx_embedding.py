@@ -15,22 +15,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import core.onnx_embedding as onnx_embedding
+import core.encoders.onnx.check as onnx_check
+import core.encoders.onnx.embedder as onnx_embedder
+import core.encoders.onnx.export as onnx_export
 from core.cli import main
 from core.config import Settings
-from core.embedding import SentenceTransformerEmbedder, configured_embedder
+from core.encoders.embedding import SentenceTransformerEmbedder, resolve_model_location
+from core.encoders.factory import configured_embedder
+from core.encoders.onnx.cache import find_export
+from core.encoders.onnx.check import CHECK_TEXTS, MODEL_FILE, RECORD_FILE, read_record
+from core.encoders.onnx.embedder import OnnxEmbedder
+from core.encoders.onnx.layout import OnnxRefused, read_layout
+from core.encoders.onnx.runtime import load_tokenizer
 from core.errors import ModelUnavailableError
-from core.onnx_embedding import (
-    CHECK_TEXTS,
-    MODEL_FILE,
-    RECORD_FILE,
-    OnnxEmbedder,
-    OnnxRefused,
-    find_export,
-    load_tokenizer,
-    read_layout,
-    read_record,
-)
 from core.store import chunks_collection_name
 from core.workbench import Workbench
 from tests.conftest import REPO, SAMPLE_DATA
@@ -45,7 +42,7 @@ UNREACHABLE = 2.0
 
 
 def bundled_folder() -> Path:
-    return Path(onnx_embedding.resolve_model_location(MODEL))
+    return Path(resolve_model_location(MODEL))
 
 
 @pytest.fixture(scope="session")
@@ -72,7 +69,7 @@ def exports(monkeypatch, onnx_cache) -> list[Path]:
         shutil.copytree(onnx_cache / folder.name, folder)
         return read_record(folder)
 
-    monkeypatch.setattr(onnx_embedding, "export_and_check", export)
+    monkeypatch.setattr(onnx_embedder, "export_and_check", export)
     return asked
 
 
@@ -211,7 +208,7 @@ def test_a_second_start_reuses_the_export_without_importing_torch(onnx_cache, re
     script = (
         "import json, sys\n"
         "from core.config import Settings\n"
-        "from core.embedding import configured_embedder\n"
+        "from core.encoders.factory import configured_embedder\n"
         "embedder = configured_embedder(Settings(onnx_cache_dir=sys.argv[1]))\n"
         "vector = embedder.embed([sys.argv[2]])[0]\n"
         "print(json.dumps({'runtime': embedder.runtime, 'torch': 'torch' in sys.modules,\n"
@@ -245,11 +242,11 @@ def test_an_export_that_another_process_finished_first_gives_way(tmp_path, onnx_
     def optimize_graph(*args):
         raise RuntimeError("not this time")
 
-    monkeypatch.setattr(onnx_embedding, "_export_graph", export_graph)
-    monkeypatch.setattr(onnx_embedding, "_optimize_graph", optimize_graph)
-    record = onnx_embedding.export_and_check(export.layout, export.folder, real_embedder,
-                                             model_name=MODEL, key=export.key,
-                                             versions=export.versions)
+    monkeypatch.setattr(onnx_export, "_export_graph", export_graph)
+    monkeypatch.setattr(onnx_export, "_optimize_graph", optimize_graph)
+    record = onnx_export.export_and_check(export.layout, export.folder, real_embedder,
+                                          model_name=MODEL, key=export.key,
+                                          versions=export.versions)
     assert record.data == read_record(cached).data
     assert [p.name for p in (tmp_path / "onnx").iterdir()] == [cached.name]
     assert sorted(p.name for p in export.folder.iterdir()) == [RECORD_FILE, MODEL_FILE]
@@ -267,11 +264,11 @@ def test_a_valid_cache_is_never_exported_again(onnx_cache, real_embedder, export
 @pytest.mark.model
 def test_a_failing_check_falls_back_to_torch_with_the_figure(onnx_cache, real_embedder,
                                                               monkeypatch, exports, caplog):
-    monkeypatch.setattr(onnx_embedding, "CHECK_MIN_COSINE", UNREACHABLE)
+    monkeypatch.setattr(onnx_check, "CHECK_MIN_COSINE", UNREACHABLE)
     record = read_record(export_folder(onnx_cache))
     embedder = OnnxEmbedder(real_embedder, cache_dir=onnx_cache)
 
-    with caplog.at_level(logging.WARNING, logger="core.embedding"):
+    with caplog.at_level(logging.WARNING, logger="core.encoders"):
         vectors = embedder.embed(["Yes.", "No."])
         embedder.embed(["Quarterly."])
 
@@ -288,7 +285,7 @@ def test_a_failing_check_falls_back_to_torch_with_the_figure(onnx_cache, real_em
 @pytest.mark.model
 def test_onnx_required_with_a_failing_check_is_one_sentence(onnx_cache, real_embedder,
                                                              monkeypatch):
-    monkeypatch.setattr(onnx_embedding, "CHECK_MIN_COSINE", UNREACHABLE)
+    monkeypatch.setattr(onnx_check, "CHECK_MIN_COSINE", UNREACHABLE)
     embedder = OnnxEmbedder(real_embedder, cache_dir=onnx_cache, required=True)
     with pytest.raises(ModelUnavailableError) as raised:
         embedder.embed(["Yes."])
@@ -321,7 +318,7 @@ def test_a_damaged_export_is_found_and_made_again(own_cache, real_embedder, expo
     folder = export_folder(own_cache)
     damage(folder, how)
     embedder = OnnxEmbedder(real_embedder, cache_dir=own_cache)
-    with caplog.at_level(logging.WARNING, logger="core.embedding"):
+    with caplog.at_level(logging.WARNING, logger="core.encoders"):
         vectors = embedder.embed(CHECK_TEXTS[:4])
     assert exports == [folder]
     assert embedder.runtime == "onnx"
@@ -341,7 +338,7 @@ def test_a_damaged_export_that_cannot_be_made_again_leaves_torch(own_cache, real
     def export(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(onnx_embedding, "export_and_check", export)
+    monkeypatch.setattr(onnx_embedder, "export_and_check", export)
     damage(export_folder(own_cache), "truncated")
     embedder = OnnxEmbedder(real_embedder, cache_dir=own_cache)
     assert np.array_equal(embedder.embed(["Yes."]), real_embedder.embed(["Yes."]))
@@ -362,7 +359,7 @@ def test_a_model_that_cannot_be_exported_runs_on_torch_with_the_reason(tmp_path,
     settings = Settings(store=tmp_path / "store", embedding_model=str(folder),
                         onnx_cache_dir=tmp_path / "onnx")
     embedder = configured_embedder(settings)
-    with caplog.at_level(logging.WARNING, logger="core.embedding"):
+    with caplog.at_level(logging.WARNING, logger="core.encoders"):
         embedder.embed(["Yes."])
     assert embedder.runtime == "torch"
     assert embedder.notes == [f"the embedding model '{folder}' runs on torch, not ONNX Runtime: "
@@ -389,7 +386,7 @@ def stored_runtime(store: Path, vendor: str) -> dict:
 
 @pytest.mark.model
 def test_the_command_says_once_when_torch_stands_in(cli_env, monkeypatch, capsys):
-    monkeypatch.setattr(onnx_embedding, "CHECK_MIN_COSINE", UNREACHABLE)
+    monkeypatch.setattr(onnx_check, "CHECK_MIN_COSINE", UNREACHABLE)
     rounds = [str(ACME / "questionnaires" / f"round_{n}.json") for n in (1, 2)]
     assert main(["ingest", "questionnaire", *rounds]) == 0
     captured = capsys.readouterr()
@@ -406,7 +403,7 @@ def test_the_command_says_once_when_torch_stands_in(cli_env, monkeypatch, capsys
 @pytest.mark.model
 def test_the_command_with_onnx_required_and_a_failing_check_exits_1(cli_env, monkeypatch,
                                                                    capsys):
-    monkeypatch.setattr(onnx_embedding, "CHECK_MIN_COSINE", UNREACHABLE)
+    monkeypatch.setattr(onnx_check, "CHECK_MIN_COSINE", UNREACHABLE)
     monkeypatch.setenv("EVIDENCE_EMBEDDING_RUNTIME", "onnx")
     code = main(["ingest", "questionnaire", str(ACME / "questionnaires" / "round_1.json")])
     captured = capsys.readouterr()

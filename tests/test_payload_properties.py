@@ -47,11 +47,11 @@ from core.config import (
 from core.errors import UserInputError
 from core.ingest.questionnaire import parse_payload_bytes
 from core.ingest.uploads import ingest_uploaded_questionnaires
-from core.store import read_links, read_manifest
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
 from tests.support.snapshot import assert_unchanged, collections_snapshot, store_snapshot
+from tests.support.store import read_links, read_manifest
 
 # A property keeps one store across its examples on purpose (see the module docstring); the
 # function-scoped fixtures it uses are the store and the autouse environment guard.

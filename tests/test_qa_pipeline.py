@@ -9,15 +9,16 @@ from pathlib import Path
 import pytest
 
 from core.config import Settings
+from core.encoders.rerank import fallback_status
 from core.hashing import criterion_hash
 from core.models import RerankerStatus
-from core.rerank import fallback_status
 from core.retrieval.qa import QA_STAGES, QAResult, dedupe, run, split
 from core.retrieval.source import Query
 from core.retrieval.stages import RetrievalEnv, Timings
-from core.store import committed_versions, read_manifest
+from core.store import committed_versions
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.store import read_manifest
 
 QUESTION = "How are encryption keys rotated and stored?"
 # The first stage (bag-of-words cosine) prefers the repetitive text; the fake reranker (share

@@ -5,8 +5,10 @@ nothing lost, nothing doubled, no leftover of either version.
 
 Each process is a real `python` child that waits at a start line (a file both poll for), and
 embeds slowly in small write steps, so their writes overlap unless something makes them take
-turns. Each child reports whether it had to wait for the other's write lock: a trial counts
-only if one of them did, so the test proves the writers met, not merely that they ran."""
+turns. The writers meet by construction: the first to hold the store's write lock keeps it
+(through the store's `on_lock_held` seam) until the other is seen waiting for it, or has
+finished, so no trial depends on how fast a process starts. Each child still reports whether
+it had to wait for the other's write lock, and a trial counts only if one of them did."""
 
 from __future__ import annotations
 
@@ -20,10 +22,10 @@ from typing import Any
 import pytest
 
 from core.config import Settings
-from core.store import get_all, read_links, read_manifest
 from core.workbench import Workbench
 from tests.chroma_server import ChromaServer
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.store import get_all, read_links, read_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -66,6 +68,20 @@ waited = []
 def progress(stage, done, total):
     if stage.startswith("waiting"):
         waited.append(stage)
+        Path(spec["waiting"]).touch()
+
+
+def hold_until_the_other_waits():
+    """The first writer to hold the lock keeps it until the other is seen waiting for it (or
+    has already written, when this one is the second)."""
+    other_waiting, other_done = Path(spec["other_waiting"]), Path(spec["other_done"])
+    for _ in range(24000):  # 120 s at most
+        if other_waiting.exists() or other_done.exists():
+            return
+        time.sleep(0.005)
+
+
+workbench.store.on_lock_held = hold_until_the_other_waits
 
 
 start = Path(spec["start"])
@@ -78,6 +94,7 @@ if spec["kind"] == "docs":
 else:
     [payload] = workbench.load_questionnaires([spec["path"]])
     workbench.ingest_questionnaire(payload, progress=progress)
+Path(spec["done"]).touch()
 print(json.dumps({"waited": bool(waited)}))
 '''
 
@@ -191,13 +208,17 @@ def race(inputs: Path, settings: dict[str, Any], start: Path,
          steps: tuple[dict[str, str], ...], *, unlocked: bool = False) -> list[dict[str, Any]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")}
     env["PYTHONPATH"] = str(REPO)
+    def marker(kind: str, child: int) -> str:
+        return str(start.parent / f"{start.name}-{kind}-{child}")
+
     children = [subprocess.Popen(
         [sys.executable, str(inputs / "child.py"), json.dumps({
             **step, "path": str(inputs / step["path"]), "settings": settings,
-            "unlocked": unlocked,
-            "start": str(start)})],
+            "unlocked": unlocked, "start": str(start),
+            "waiting": marker("waiting", i), "done": marker("done", i),
+            "other_waiting": marker("waiting", 1 - i), "other_done": marker("done", 1 - i)})],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for step in steps]
+        for i, step in enumerate(steps)]
     start.touch()
     results = []
     for child in children:

@@ -1,5 +1,5 @@
-"""core.rerank: the FlashRank adapter run for real on a tiny ONNX cross-encoder built by the
-test, and the honest fallback when no model is on disk."""
+"""core.encoders.rerank: the FlashRank adapter run for real on a tiny ONNX cross-encoder
+built by the test, and the honest fallback when no model is on disk."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from core.config import Settings
+from core.encoders.rerank import FlashRankReranker, load_reranker
 from core.errors import ModelUnavailableError
-from core.rerank import FlashRankReranker, load_reranker
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder

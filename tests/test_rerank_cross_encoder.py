@@ -1,5 +1,6 @@
-"""core.rerank's CrossEncoder reranker, run for real (sentence-transformers on torch) on a
-tiny BERT cross-encoder the tests build and save in a temporary folder; nothing downloads."""
+"""core.encoders.rerank's CrossEncoder reranker, run for real (sentence-transformers on
+torch) on a tiny BERT cross-encoder the tests build and save in a temporary folder; nothing
+downloads."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from core.config import Settings
-from core.errors import ModelUnavailableError
-from core.rerank import (
+from core.encoders.rerank import (
     CrossEncoderReranker,
     FlashRankReranker,
     cached_hub_model,
     configured_reranker,
     load_reranker,
 )
+from core.errors import ModelUnavailableError
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder
 from tests.support.tiny_bert_cross_encoder import (

@@ -21,11 +21,12 @@ import pytest
 from core.cli import main
 from core.errors import UserInputError
 from core.ingest.questionnaire import parse_payload
-from core.store import WITHDRAWN_SOURCE_TYPE, get_all, read_links
+from core.store import WITHDRAWN_SOURCE_TYPE
 from core.workbench import Workbench
 from tests.conftest import SAMPLE_DATA
 from tests.fakes import point_the_command_at
 from tests.support.snapshot import assert_unchanged, store_snapshot
+from tests.support.store import get_all, read_links
 
 KEY = "Does the vendor rotate its encryption keys?"
 STRATEGIES = ("semantic", "hash_extraction", "doc_boost", "tiered", "precedence", "hybrid")

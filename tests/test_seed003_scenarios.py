@@ -11,10 +11,10 @@ import pytest
 from core.config import Settings
 from core.errors import EvidenceError, UserInputError
 from core.hashing import criterion_hash, question_similarity
-from core.store import get_all
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.store import get_all
 
 VENDOR = "acme"
 BOTH = pytest.mark.parametrize("strategy", ["tiered", "precedence"])
@@ -302,6 +302,28 @@ def test_typo_fixed_followup_is_found_by_its_criterion_text_when_search_misses_i
     assert hit.tier_reason.endswith("found by its linked criterion text: low")
     tiered = workbench.retrieve(VENDOR, AES_CRITERION, "tiered")
     assert tiered.followups == []  # seed 003's top-10 semantic path cannot see it
+
+
+THREE_TYPOS = "Does the vendor encrpyt data at rest usign AES-256 for all storgae?"
+TYPED = "Does the vendor encrypt data at rest using AES-256 for all storage?"
+
+
+def test_a_followup_kept_under_wider_typo_settings_is_explained_by_that_decision(tmp_path):
+    """With typo_max_words=3 a criterion with three slips is this criterion: the follow-up is
+    kept, and its reason names the three corrections the decision found (the defaults, two
+    words at most, would call the text edited)."""
+    wider = Workbench(Settings(store=tmp_path / "store", typo_max_words=3),
+                      embedder=FakeEmbedder(), reranker=FakeReranker())
+    ingest_docs(wider, tmp_path / "docs")
+    wider.ingest_questionnaire(payload(1, [response("Which cipher?", "AES-256 everywhere.",
+                                                    criterion=THREE_TYPOS)]))
+
+    trace = wider.retrieve(VENDOR, TYPED, "precedence")
+
+    [hit] = trace.followups
+    assert hit.tier == "low" and "near_copy" in hit.found_by
+    assert ("its criterion text differs only by a typo (encrpyt -> encrypt, usign -> using, "
+            "storgae -> storage)") in hit.tier_reason
 
 
 # Ad-hoc questions (no criterion) -----------------------------------------------------------

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from chromadb.api.models.Collection import Collection
 
 from core.config import Settings
 from core.errors import StoreError
-from core.store import EvidenceStore
+from core.store import EvidenceStore, writes
 from core.workbench import Workbench
 from tests.chroma_server import ChromaServer
 from tests.conftest import SAMPLE_DATA, server_fingerprint
@@ -244,18 +243,19 @@ def test_the_sample_server_is_fresh_again_after_a_test_that_wrote(sample_server,
 
 def terminate_on_upsert(server: ChromaServer, patches: pytest.MonkeyPatch, *,
                         collection_suffix: str, call: int) -> None:
-    """SIGTERM the server just before the `call`-th upsert into a collection named *suffix."""
+    """SIGTERM the server just before the `call`-th upsert into a collection named *suffix
+    (at the store's own write door, `core.store.writes`)."""
     calls = {"n": 0}
-    real_upsert = Collection.upsert
+    real_apply = writes.apply
 
-    def upsert(self, *args, **kwargs):
-        if self.name.endswith(collection_suffix):
+    def apply(collection, operation, **kwargs):
+        if operation == "upsert" and collection.name.endswith(collection_suffix):
             calls["n"] += 1
             if calls["n"] == call:
                 server.stop()
-        return real_upsert(self, *args, **kwargs)
+        return real_apply(collection, operation, **kwargs)
 
-    patches.setattr(Collection, "upsert", upsert)
+    patches.setattr(writes, "apply", apply)
 
 
 SCENARIOS = {

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.retrieval.source import ChromaEvidence, Query
+from core.retrieval.source import Query
+from core.store import VendorEvidence, VendorStore
 
 VECTORS = {"a": [1.0, 0.0], "b": [0.6, 0.8], "c": [0.0, 1.0]}
 
@@ -46,7 +47,7 @@ def query(vector) -> Query:
 
 
 def test_a_record_the_index_does_not_reach_is_found_and_ranked_in_place():
-    source = ChromaEvidence(ShortIndex(lost="b"), lambda meta: True)
+    source = VendorEvidence(VendorStore("v", ShortIndex(lost="b"), None), lambda meta: True)
     found = source.nearest(query([0.8, 0.6]), 10)
     assert [nb.chunk.id for nb in found] == ["b", "a", "c"]
     assert round(found[0].score, 6) == round(0.6 * 0.8 + 0.8 * 0.6, 6)
@@ -60,6 +61,6 @@ def test_a_full_answer_reads_nothing_more():
             Counting.gets += 1
             return super().get(**kwargs)
 
-    source = ChromaEvidence(Counting(lost="none"), lambda meta: True)
+    source = VendorEvidence(VendorStore("v", Counting(lost="none"), None), lambda meta: True)
     assert [nb.chunk.id for nb in source.nearest(query([1.0, 0.0]), 10)] == ["a", "b", "c"]
     assert Counting.gets == 0

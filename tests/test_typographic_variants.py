@@ -28,9 +28,9 @@ from core.hashing import (
     typographic_differences,
 )
 from core.models import FollowupHit, RetrievalTrace
-from core.store import get_all
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
+from tests.support.store import get_all
 
 STRATEGIES = ("precedence", "tiered", "hash_extraction")
 STORE_PROPERTY = settings(max_examples=40, deadline=None, database=None,

@@ -33,7 +33,7 @@ from core.quality import ids_in_context, percentile
 from core.reports import Progress
 
 if TYPE_CHECKING:
-    from core.embedding import Embedder
+    from core.encoders.embedding import Embedder
 
 FLOOR = "floor"
 # A conversation's first turn asking the criterion, and the turn after it that continues it;
@@ -108,7 +108,7 @@ def run_bench(chunks: int = 10_000, queries: int = 50, *, seed: int = DEFAULT_SE
               settings: Settings | None = None, progress: Progress | None = None,
               workdir: Path | None = None) -> BenchResult:
     """Generate, encode, ingest and retrieve; the throw-away store is removed afterwards."""
-    from core.embedding import SentenceTransformerEmbedder
+    from core.encoders.embedding import SentenceTransformerEmbedder
     from core.strategies import STRATEGIES
 
     check_bench_arguments(chunks, queries)
@@ -169,7 +169,7 @@ def run_bench(chunks: int = 10_000, queries: int = 50, *, seed: int = DEFAULT_SE
 def runtime_embedder(settings: Settings) -> Embedder:
     """The embedder of the configured runtime (`embedding_runtime`), the one the ingest and
     the retrieval run on."""
-    from core.embedding import configured_embedder
+    from core.encoders.factory import configured_embedder
 
     return configured_embedder(settings)
 
@@ -334,12 +334,12 @@ def retrieve_all(settings_data: dict[str, Any], vendor_id: str,
 
     settings = Settings(**settings_data)
     workbench = Workbench(settings, embedder=runtime_embedder(settings))
-    collection = workbench.store.open_vendor(vendor_id).chunks
+    vendor = workbench.store.open_vendor(vendor_id)
 
     def floor(criterion: str) -> float:
         began = time.perf_counter()
         vector = workbench.embedder.embed([criterion])[0]
-        collection.query(query_embeddings=[vector], n_results=FLOOR_N_RESULTS)
+        vendor.bare_query(vector, FLOOR_N_RESULTS)
         return (time.perf_counter() - began) * 1000.0
 
     # Model load, index load and first-call costs are paid here, outside every figure.
@@ -459,8 +459,9 @@ def _summarise(corpus: Corpus, encoded: int, texts: int, encode_s: float,
 
 
 def machine_description() -> dict[str, Any]:
-    import chromadb
     import torch
+
+    from core.store import chromadb_version
 
     memory_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return {
@@ -468,7 +469,7 @@ def machine_description() -> dict[str, Any]:
         "processor": platform.processor() or platform.machine(),
         "python": platform.python_version(), "platform": platform.platform(terse=True),
         "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-        "chromadb": chromadb.__version__,
+        "chromadb": chromadb_version(),
     }
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -28,11 +27,10 @@ from core.hashing import criterion_hash
 from core.llm.client import LLMClient, LLMError
 from core.models import Candidate
 from core.retrieval import qa
-from core.retrieval.source import ChromaEvidence, Query
+from core.retrieval.source import Query
 from core.retrieval.stages import RetrievalEnv, Timings
-
-if TYPE_CHECKING:
-    from core.workbench import Workbench
+from core.services import Services
+from core.store import VendorEvidence
 
 
 class Reformulation(BaseModel):
@@ -76,11 +74,11 @@ def reformulation_messages(question: str, previous: AskTurn,
 
 
 class AskPipeline:
-    """Asks questions against one workbench's store, models and settings."""
+    """Asks questions against one store with its models and settings."""
 
-    def __init__(self, workbench: Workbench) -> None:
-        self.wb = workbench
-        self.settings = workbench.settings
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.settings = services.settings
 
     # Public ------------------------------------------------------------------------------
 
@@ -90,8 +88,9 @@ class AskPipeline:
         question = check_question(question)
         started = time.perf_counter()
         timings = Timings()
-        vendor = self.wb.store.open_vendor(vendor_id, embedding_model=self.wb.embedder.name)
-        conversations = Conversations(self.wb.store, vendor.vendor_id)
+        vendor = self.services.store.open_vendor(
+            vendor_id, embedding_model=self.services.embedder().name)
+        conversations = Conversations(self.services.store, vendor.vendor_id)
         if conversation_id is None:
             conversation_id, turn_number, previous = new_conversation_id(), 1, None
         else:
@@ -100,7 +99,7 @@ class AskPipeline:
             turn_number = (previous.turn if previous else 0) + 1
         client = LLMClient.from_settings(self.settings)
         with timings.stage("embed_question"):
-            embedding = self.wb.embed_query(question)
+            embedding = self.services.embed_query(question)
         with timings.stage("history"):
             history = merge_history(
                 conversations, conversation_id, question, embedding,
@@ -108,8 +107,8 @@ class AskPipeline:
                 rrf_k=self.settings.rrf_k) if previous else []
         notes: list[str] = []
         with timings.stage("manifest"):  # one committed state for the whole turn
-            generation, versions = self.wb.runner.committed_state(vendor)
-        evidence = self.wb.runner.evidence(vendor, versions)
+            generation, versions = self.services.runner.committed_state(vendor)
+        evidence = self.services.runner.evidence(vendor, versions)
         with timings.stage("continuation"):
             continuation, search_query = self._continuation(
                 evidence, question, embedding, previous, history, client, notes)
@@ -128,7 +127,7 @@ class AskPipeline:
             conversations.save(turn, [embedding, self._answer_vector(evidence, turn)])
         return turn
 
-    def _answer_vector(self, evidence: ChromaEvidence, turn: AskTurn) -> np.ndarray:
+    def _answer_vector(self, evidence: VendorEvidence, turn: AskTurn) -> np.ndarray:
         """The vector the answer's message is found by in later turns' history.
 
         An answer made of excerpts is the excerpts: its vector is the mean of their stored
@@ -143,15 +142,16 @@ class AskPipeline:
                 norm = float(np.linalg.norm(mean))
                 if norm > 0.0:
                     return mean / norm
-        return self.wb.embedder.embed([turn.answer])[0]
+        return self.services.embedder().embed([turn.answer])[0]
 
     def rerun(self, vendor_id: str, turn: AskTurn, *, anchored: bool) -> AskTurn:
         """A stored turn searched again with the same query, anchored or not; not stored."""
-        vendor = self.wb.store.open_vendor(vendor_id, embedding_model=self.wb.embedder.name)
+        vendor = self.services.store.open_vendor(
+            vendor_id, embedding_model=self.services.embedder().name)
         anchors = turn.anchor_documents if anchored else []
-        generation, versions = self.wb.runner.committed_state(vendor)
+        generation, versions = self.services.runner.committed_state(vendor)
         again = self._answer(vendor, generation, versions,
-                             self.wb.runner.evidence(vendor, versions), turn.question,
+                             self.services.runner.evidence(vendor, versions), turn.question,
                              turn.search_query, anchors, None, Timings(), [])
         return again.model_copy(update={
             "vendor_id": turn.vendor_id, "conversation_id": turn.conversation_id,
@@ -159,7 +159,7 @@ class AskPipeline:
 
     # Steps -------------------------------------------------------------------------------
 
-    def _continuation(self, evidence: ChromaEvidence, question: str, embedding: np.ndarray,
+    def _continuation(self, evidence: VendorEvidence, question: str, embedding: np.ndarray,
                       previous: AskTurn | None, history: list[HistoryMessage],
                       client: LLMClient | None, notes: list[str]
                       ) -> tuple[Continuation, str]:
@@ -174,7 +174,7 @@ class AskPipeline:
         # A question that points back ("How often are they tested?") is measured with the
         # previous question's subject words it lacks: the pronoun alone names nothing.
         expanded = expanded_query(question, previous.question) if previous else question
-        closeness = self._closeness(evidence, self.wb.embed_query(expanded),
+        closeness = self._closeness(evidence, self.services.embed_query(expanded),
                                     previous) if previous else None
         decision = decide(question, has_previous=previous is not None, closeness=closeness,
                           margin=self.settings.continuation_margin,
@@ -194,7 +194,7 @@ class AskPipeline:
                                                        result.needs_reformulation}), query
 
     @staticmethod
-    def _closeness(evidence: ChromaEvidence, embedding: np.ndarray, previous: AskTurn
+    def _closeness(evidence: VendorEvidence, embedding: np.ndarray, previous: AskTurn
                    ) -> Closeness:
         """Cosine of the question to the previous answer's evidence and to the store's best."""
         ids = [e.id for e in previous.answer_evidence]
@@ -206,12 +206,12 @@ class AskPipeline:
         return Closeness(previous=previous_best, store=max(best + [previous_best]))
 
     def _answer(self, vendor, generation: str | None, versions: dict[str, str],
-                evidence: ChromaEvidence, question: str, search_query: str, anchors: list[str],
+                evidence: VendorEvidence, question: str, search_query: str, anchors: list[str],
                 client: LLMClient | None, timings: Timings, notes: list[str]) -> AskTurn:
         """Retrieve for the search query at these committed versions (read at this manifest
         generation) and compose the answer (no conversation fields)."""
-        runner = self.wb.runner
-        reranker, status = self.wb.reranker()
+        runner = self.services.runner
+        reranker, status = self.services.reranker()
         with timings.stage("lexical_sync"):
             search = runner.hybrid(vendor, versions, evidence, generation)
         anchored = (AnchoredSearch(search, anchors, anchor_boost(self.settings))
@@ -225,7 +225,7 @@ class AskPipeline:
         with timings.stage("embed_query"):
             # The linked answers are the question's own (its hashes, the canonical one
             # computed from it); the search is the query's.
-            vector = self.wb.embed_query(search_query)
+            vector = self.services.embed_query(search_query)
         query = Query(text=search_query, criterion_hash=criterion_hash(question),
                       embedding=vector, linked_text=question)
         result = qa.run(env, query, timings)

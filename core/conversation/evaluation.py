@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import UserInputError
 
 if TYPE_CHECKING:
-    from core.workbench import Workbench
+    from core.services import Asker
 
 LABELLED_TURNS = Path(__file__).resolve().parents[2] / "sample_data" / "conversations" / (
     "labelled_turns.json")
@@ -76,7 +76,7 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def evaluate(workbenches: dict[str, Workbench], labelled: list[LabelledTurn]
+def evaluate(workbenches: dict[str, Asker], labelled: list[LabelledTurn]
              ) -> ConversationEvaluation:
     """Ask every conversation of the set (with the first workbench's settings, stored), then
     re-run each later turn with every anchoring form: continuations as asked, topic shifts

@@ -14,13 +14,13 @@ import json
 import re
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from core.conversation.models import AskTurn, ConversationSummary, HistoryMessage
 from core.errors import UserInputError
-from core.store import EvidenceStore, get_all
+from core.store import EvidenceStore, Where
+from core.store.conversations import ConversationRecords
 
 CONVERSATION_ID = re.compile(r"c-[0-9a-f]{12}")
 
@@ -40,7 +40,7 @@ class Conversations:
         self.store = store
         self.vendor_id = vendor_id
 
-    def _collection(self, *, create: bool = False) -> Any | None:
+    def _collection(self, *, create: bool = False) -> ConversationRecords | None:
         return self.store.conversations(self.vendor_id, create=create)
 
     def check_id(self, conversation_id: object) -> str:
@@ -61,19 +61,16 @@ class Conversations:
         collection = self._collection()
         if collection is None:
             return 0
-        found = collection.get(where={"$and": [{"conversation_id": conversation_id},
-                                               {"role": "assistant"}]}, include=[])
-        return len(found["ids"])
+        return collection.count(Where.eq(conversation_id=conversation_id, role="assistant"))
 
     def messages(self, conversation_id: str) -> list[HistoryMessage]:
         """Every message of the conversation in order."""
         collection = self._collection()
         if collection is None:
             return []
-        found = get_all(collection, where={"conversation_id": conversation_id},
-                        include=("documents", "metadatas"))
-        messages = [HistoryMessage(turn=int(m["turn"]), role=m["role"], text=text)
-                    for text, m in zip(found["documents"], found["metadatas"], strict=True)]
+        messages = [HistoryMessage(turn=int(m.metadata["turn"]), role=m.metadata["role"],
+                                   text=m.text)
+                    for m in collection.messages(Where.eq(conversation_id=conversation_id))]
         return sorted(messages, key=lambda m: (m.turn, m.role != "user"))
 
     def similar(self, conversation_id: str, embedding: np.ndarray, n: int,
@@ -82,15 +79,13 @@ class Conversations:
         collection = self._collection()
         if collection is None or n <= 0:
             return []
-        found = collection.query(query_embeddings=[np.asarray(embedding, dtype=np.float32)],
-                                 n_results=n + 2 * len(exclude_turns),
-                                 where={"conversation_id": conversation_id},
-                                 include=["documents", "metadatas"])
         out = []
-        for text, m in zip(found["documents"][0], found["metadatas"][0], strict=True):
-            if m is None or int(m["turn"]) in exclude_turns:
+        for found in collection.nearest(embedding, n + 2 * len(exclude_turns),
+                                        Where.eq(conversation_id=conversation_id)):
+            m = found.metadata
+            if int(m["turn"]) in exclude_turns:
                 continue
-            out.append(HistoryMessage(turn=int(m["turn"]), role=m["role"], text=text,
+            out.append(HistoryMessage(turn=int(m["turn"]), role=m["role"], text=found.text,
                                       why="similar"))
         return out[:n]
 
@@ -104,10 +99,9 @@ class Conversations:
         collection = self._collection()
         if collection is None:
             return []
-        found = get_all(collection, where={"$and": [{"conversation_id": conversation_id},
-                                                    {"role": "assistant"}]},
-                        include=("metadatas",))
-        turns = [AskTurn.model_validate_json(m["turn_json"]) for m in found["metadatas"]]
+        found = collection.messages(Where.eq(conversation_id=conversation_id, role="assistant"),
+                                    text=False)
+        turns = [AskTurn.model_validate_json(m.metadata["turn_json"]) for m in found]
         return sorted(turns, key=lambda t: t.turn)
 
     def save(self, turn: AskTurn, vectors: Sequence[np.ndarray]) -> None:
@@ -115,28 +109,26 @@ class Conversations:
         collection = self._collection(create=True)
         common = {"vendor_id": self.vendor_id, "conversation_id": turn.conversation_id,
                   "turn": turn.turn, "asked_at": turn.asked_at}
-        collection.upsert(
-            ids=[_message_id(turn.conversation_id, turn.turn, "user"),
-                 _message_id(turn.conversation_id, turn.turn, "assistant")],
-            documents=[turn.question, turn.answer],
-            metadatas=[{**common, "role": "user"},
-                       {**common, "role": "assistant",
-                        "chunk_ids": json.dumps(turn.cited_ids),
-                        "documents": json.dumps(turn.cited_documents),
-                        "turn_json": turn.model_dump_json()}],
-            embeddings=np.asarray(vectors, dtype=np.float32),
-        )
+        collection.write(
+            [_message_id(turn.conversation_id, turn.turn, "user"),
+             _message_id(turn.conversation_id, turn.turn, "assistant")],
+            [turn.question, turn.answer],
+            [{**common, "role": "user"},
+             {**common, "role": "assistant", "chunk_ids": json.dumps(turn.cited_ids),
+              "documents": json.dumps(turn.cited_documents),
+              "turn_json": turn.model_dump_json()}],
+            vectors)
 
     def summaries(self) -> list[ConversationSummary]:
         """One summary per conversation, oldest first."""
         collection = self._collection()
         if collection is None:
             return []
-        found = get_all(collection, where={"role": "user"}, include=("documents", "metadatas"))
         by_id: dict[str, list[tuple[int, str, str]]] = {}
-        for text, m in zip(found["documents"], found["metadatas"], strict=True):
+        for found in collection.messages(Where.eq(role="user")):
+            m = found.metadata
             by_id.setdefault(m["conversation_id"], []).append(
-                (int(m["turn"]), str(m["asked_at"]), text))
+                (int(m["turn"]), str(m["asked_at"]), found.text))
         summaries = []
         for conversation_id, rows in by_id.items():
             rows.sort()

@@ -4,26 +4,15 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.errors import UserInputError
+from core.errors import UserInputError, shown_path
 
 if TYPE_CHECKING:
     from core.models import QuestionnairePayload
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def shown_path(path: Path | str) -> str:
-    """A path as one line of a message: bytes that are not UTF-8 and control characters are
-    escaped, so the sentence can be printed and stays on one line."""
-    text = os.fsencode(path).decode("utf-8", "backslashreplace")
-    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
-
 
 def describe_size(size: int) -> str:
     """Bytes as a person reads them: 950 bytes, 12.3 kB, 52.4 MB."""

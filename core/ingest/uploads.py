@@ -22,8 +22,8 @@ from core.ingest.sample import MAX_CRITERIA_FILE_BYTES, criteria_lines
 from core.ingest.spreadsheets import criteria_from_spreadsheet, is_spreadsheet, spreadsheet_round
 from core.models import PayloadLimits, QuestionnairePayload
 from core.reports import DocumentIngestReport, Progress, QuestionnaireIngestReport
+from core.services import EvidenceIngest
 from core.store import check_vendor_id
-from core.workbench import Workbench
 
 Upload = tuple[str, bytes]  # (file name, content)
 
@@ -52,7 +52,7 @@ def save_uploads(folder: Path, uploads: Sequence[Upload]) -> list[Path]:
     return paths
 
 
-def ingest_uploaded_documents(workbench: Workbench, vendor_id: str, uploads: Sequence[Upload],
+def ingest_uploaded_documents(workbench: EvidenceIngest, vendor_id: str, uploads: Sequence[Upload],
                               doc_type: str, round_number: int | None,
                               progress: Progress | None = None) -> DocumentIngestReport:
     """Ingest uploaded files as documents; a refusal names the file, never a temp folder."""
@@ -83,7 +83,7 @@ def read_questionnaires(uploads: Sequence[Upload], *, max_responses: int | None 
             for name, data in uploads]
 
 
-def ingest_uploaded_questionnaires(workbench: Workbench, uploads: Sequence[Upload],
+def ingest_uploaded_questionnaires(workbench: EvidenceIngest, uploads: Sequence[Upload],
                                    progress: Progress | None = None, *, replace: bool = False
                                    ) -> list[QuestionnaireIngestReport]:
     """Validate all rounds (and their vendor ids against the store), then write each; with
@@ -113,7 +113,7 @@ class UploadedRound(LoadedRound):
                 for row, response in zip(self.rows, self.payload.responses, strict=True)]
 
 
-def read_uploaded_rounds(workbench: Workbench, uploads: Sequence[Upload], *,
+def read_uploaded_rounds(workbench: EvidenceIngest, uploads: Sequence[Upload], *,
                          vendor_id: str | None = None, round_number: int | None = None,
                          timestamp: str | None = None) -> list[UploadedRound]:
     """Read and validate every uploaded round, writing nothing: a JSON round as it is, a .csv
@@ -153,7 +153,7 @@ def read_uploaded_rounds(workbench: Workbench, uploads: Sequence[Upload], *,
     return rounds
 
 
-def ingest_loaded_rounds(workbench: Workbench, rounds: Sequence[LoadedRound],
+def ingest_loaded_rounds(workbench: EvidenceIngest, rounds: Sequence[LoadedRound],
                          progress: Progress | None = None, *, replace: bool = False
                          ) -> list[QuestionnaireIngestReport]:
     """Write rounds already read and validated; every vendor id is checked again against the

@@ -28,38 +28,35 @@ from typing import Any
 import numpy as np
 
 from core.config import Settings
-from core.embedding import Embedder
+from core.encoders.embedding import Embedder
 from core.errors import UserInputError
 from core.hashing import short_hash
 from core.ingest.documents import PreparedDocument, check_documents, prepare_document
 from core.ingest.questionnaire import parse_payload, payload_records
 from core.models import (
     DOCUMENT_SOURCE_TYPE,
-    FOLLOWUP_SOURCE_TYPE,
     PayloadLimits,
     QuestionnairePayload,
     StoredRecord,
 )
 from core.reports import DocumentIngestReport, DocumentOutcome, Progress, QuestionnaireIngestReport
 from core.store import (
-    KIND_KEY,
-    LINK_KIND,
     WITHDRAWN_KEY,
-    WITHDRAWN_SOURCE_TYPE,
     EvidenceStore,
-    VendorCollections,
+    VendorStore,
     check_vendor_id,
-    commit_links,
-    commit_manifest_entry,
-    get_all,
     is_withdrawn,
     link_metadata,
-    link_record_id,
-    read_manifest,
     record_fingerprint,
-    withdrawn_link,
-    withdrawn_marker,
 )
+from core.store.protocol import (
+    commit_document,
+    commit_links,
+    delete_stale,
+    delete_withdrawn,
+    stored_round,
+)
+from core.store.records import withdrawn_link, withdrawn_marker
 
 # What the readers make of a file is part of its version: when they learn more (version 2:
 # each chunk's section heading path), ingesting the unchanged file again rewrites its chunks.
@@ -134,7 +131,7 @@ class EvidenceWriter:
                           ) -> tuple[int, list[DocumentOutcome]]:
         s = self.settings
         existing = self.existing_vendor(vendor_id)
-        committed = read_manifest(existing) if existing else {}
+        committed = existing.documents() if existing else {}
         outcomes: list[DocumentOutcome] = []
         pending: list[_Pending] = []
         for doc in prepared:
@@ -179,7 +176,7 @@ class EvidenceWriter:
         are ready, so an embedder failing in the first step leaves the store untouched."""
         total = sum(len(item.doc.chunks) for item in pending)
         step_size = self.write_step()
-        vendor: VendorCollections | None = None
+        vendor: VendorStore | None = None
         step: list[StoredRecord] = []
         finished: list[_Pending] = []  # documents whose last chunk is in `step`
         written = 0
@@ -192,7 +189,7 @@ class EvidenceWriter:
                 vendor = self.store.open_vendor(vendor_id, create=True,
                                                 embedding_model=self.embedder.name)
             if step:
-                self.store.upsert(vendor.chunks, step, vectors)  # 1. the new versions' chunks
+                vendor.write_chunks(step, vectors)  # 1. the new versions' chunks
             for item in finished:
                 self._commit_document(vendor, item, doc_type, round_number)
             written += len(step)
@@ -214,7 +211,7 @@ class EvidenceWriter:
             write_step()
         return written
 
-    def _commit_document(self, vendor: VendorCollections, item: _Pending, doc_type: str,
+    def _commit_document(self, vendor: VendorStore, item: _Pending, doc_type: str,
                          round_number: int | None) -> None:
         """Steps 2 and 3 of a document whose chunks are all written."""
         doc = item.doc
@@ -227,7 +224,7 @@ class EvidenceWriter:
             manifest["round_number"] = round_number
         if doc.pages is not None:
             manifest["pages"] = doc.pages
-        commit_manifest_entry(vendor, item.doc_key, manifest, doc.source)  # 2. visible
+        commit_document(vendor, item.doc_key, manifest, doc.source)  # 2. visible
         delete_stale(vendor, item.doc_key, item.version)  # 3. the old version gone
 
     # Questionnaire rounds ------------------------------------------------------------
@@ -243,11 +240,11 @@ class EvidenceWriter:
         that removed. The protocol, each step one ChromaDB call:
 
         1. one manifest write: the link of every response whose link differs from the stored
-           one, a tombstone (`core.store.withdrawn_link`) for every answer withdrawn, and a
+           one, a tombstone (`core.store.records.withdrawn_link`) for every answer withdrawn, and a
            new generation. Nothing a reader shows changes yet: a tombstone keeps the answer's
            criterion keys, and a reader shows a response exactly when its record exists.
         2. one chunk upsert: every response whose stored record differs, and over the record
-           of every withdrawn answer a marker (`core.store.withdrawn_marker`: no text, no
+           of every withdrawn answer a marker (`core.store.records.withdrawn_marker`: no text, no
            criterion keys) that no reader shows. This one write is the commit: the round
            goes from as before to exactly the new set at once, for every reader.
         3. the markers deleted; 4. the tombstones deleted. Neither changes what a reader
@@ -328,7 +325,7 @@ class EvidenceWriter:
                 f"write, more than the store takes at once ({largest}); send fewer responses "
                 "in one command.")
 
-    def _write_round(self, vendor: VendorCollections, plan: _RoundPlan,
+    def _write_round(self, vendor: VendorStore, plan: _RoundPlan,
                      records: Sequence[StoredRecord], vectors: np.ndarray) -> None:
         """Steps 1 to 4 of `round`, each skipped when it has nothing to write."""
         if plan.links or plan.tombstones:  # 1. links and tombstones, and a new generation
@@ -337,17 +334,10 @@ class EvidenceWriter:
             rows = {r.id: i for i, r in enumerate(records)}
             parts = [vectors[[rows[r.id] for r in plan.records]]] if plan.records else []
             if plan.markers:
-                parts.append(_stored_vectors(vendor, [m.id for m in plan.markers]))
-            self.store.upsert(vendor.chunks, [*plan.records, *plan.markers],
-                              np.concatenate(parts))
-        batch = self.store.max_batch_size()
-        for start in range(0, len(plan.delete_records), batch):  # 3. the markers
-            vendor.chunks.delete(ids=plan.delete_records[start : start + batch],
-                                 where={"source_type": WITHDRAWN_SOURCE_TYPE})
-        links = [link_record_id(i) for i in plan.delete_links]
-        for start in range(0, len(links), batch):  # 4. the tombstones
-            vendor.manifest.delete(ids=links[start : start + batch],
-                                   where={WITHDRAWN_KEY: True})
+                parts.append(vendor.vectors([m.id for m in plan.markers]))
+            vendor.write_chunks([*plan.records, *plan.markers], np.concatenate(parts))
+        # 3. the markers, 4. the tombstones
+        delete_withdrawn(vendor, plan.delete_records, plan.delete_links)
 
     # Shared --------------------------------------------------------------------------
 
@@ -366,7 +356,7 @@ class EvidenceWriter:
                 progress("embedding", done + min(start + step, len(texts)), total)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
-    def existing_vendor(self, vendor_id: str) -> VendorCollections | None:
+    def existing_vendor(self, vendor_id: str) -> VendorStore | None:
         """The vendor's collections if it exists; a case-only clash is refused before any
         embedding or write."""
         vendors = self.store.vendor_ids()
@@ -406,12 +396,12 @@ class _RoundPlan:
                     or self.delete_records or self.delete_links)
 
 
-def _plan_round(vendor: VendorCollections | None, round_number: int,
+def _plan_round(vendor: VendorStore | None, round_number: int,
                 records: Sequence[StoredRecord], *, replace: bool) -> _RoundPlan:
     """Compare the round's responses with what round `round_number` holds. Withdrawn: with
     `replace`, every answer of the round these responses do not hold; without, only the
     markers and tombstones an interrupted replacement left (already invisible)."""
-    stored, links = _stored_round(vendor, round_number) if vendor else ({}, {})
+    stored, links = stored_round(vendor, round_number) if vendor else ({}, {})
     wanted = {r.id for r in records}
     changed = [r for r in records
                if stored.get(r.id, ("", {}))[0] != record_fingerprint(r.text, dict(r.metadata))]
@@ -432,30 +422,6 @@ def _plan_round(vendor: VendorCollections | None, round_number: int,
         delete_records=[i for i in gone_ids if i in stored],
         delete_links=[i for i in gone_ids if i in links or i in visible],
         removed=sum(i in stored for i in gone_ids))
-
-
-def _stored_round(vendor: VendorCollections, round_number: int
-                  ) -> tuple[dict[str, tuple[str, dict[str, Any]]], dict[str, dict[str, Any]]]:
-    """(follow-up id -> (fingerprint, metadata) of each response and marker of the round,
-    follow-up id -> metadata of each of its links and tombstones)."""
-    where = {"$and": [{"round_number": round_number},
-                      {"source_type": {"$in": [FOLLOWUP_SOURCE_TYPE, WITHDRAWN_SOURCE_TYPE]}}]}
-    found = get_all(vendor.chunks, where=where, include=("documents", "metadatas"))
-    stored = {i: (record_fingerprint(text, dict(meta)), dict(meta))
-              for i, text, meta in zip(found["ids"], found["documents"], found["metadatas"],
-                                       strict=True)}
-    found = get_all(vendor.manifest, include=("metadatas",),
-                    where={"$and": [{KIND_KEY: LINK_KIND}, {"round_number": round_number}]})
-    links = {str(meta["followup_id"]): dict(meta) for meta in found["metadatas"]}
-    return stored, links
-
-
-def _stored_vectors(vendor: VendorCollections, ids: Sequence[str]) -> np.ndarray:
-    """The stored vectors of these records, in the order of `ids` (a marker keeps the vector
-    of the answer it replaces: every record of the collection needs one)."""
-    found = vendor.chunks.get(ids=list(ids), include=["embeddings"])
-    by_id = dict(zip(found["ids"], found["embeddings"], strict=True))
-    return np.asarray([by_id[i] for i in ids], dtype=np.float32)
 
 
 def document_records(vendor_id: str, doc: PreparedDocument, doc_key: str, version: str,
@@ -483,7 +449,3 @@ def document_records(vendor_id: str, doc: PreparedDocument, doc_key: str, versio
                                     metadata=metadata))
     return records
 
-
-def delete_stale(vendor: VendorCollections, doc_key: str, version: str) -> None:
-    """Remove every chunk of the document that is not of this version."""
-    vendor.chunks.delete(where={"$and": [{"doc_key": doc_key}, {"doc_sha": {"$ne": version}}]})

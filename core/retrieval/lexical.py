@@ -55,8 +55,10 @@ from typing import Any
 from core.config import Settings
 from core.errors import StoreError
 from core.models import DOCUMENT_SOURCE_TYPE, FOLLOWUP_SOURCE_TYPE
-from core.retrieval.source import Neighbour, Query, StoredChunk, Where
-from core.store import VendorCollections, get_all, record_fingerprint
+from core.retrieval.source import Neighbour, Query, StoredChunk
+from core.retrieval.source import Where as WhereInput
+from core.store import VendorStore, Where, record_fingerprint
+from core.store.records import version_key as _version_key
 
 # The layout of one index file; a file of another layout is emptied and rebuilt (derived).
 SCHEMA_VERSION = 1
@@ -163,7 +165,7 @@ class LexicalIndex:
 
     name = "lexical"
 
-    def __init__(self, path: Path, chunks: Any, versions: Mapping[str, str], *,
+    def __init__(self, path: Path, vendor: VendorStore, versions: Mapping[str, str], *,
                  generation: str | None = None,
                  expected_followups: Callable[[], Mapping[str, str | None]] | None = None,
                  page_size: int = 5000) -> None:
@@ -175,7 +177,7 @@ class LexicalIndex:
         the round's responses' write has turned its record into a marker (markers are never
         read: they are not follow-up responses)."""
         self.path = path
-        self._chunks = chunks
+        self._vendor = vendor
         self._versions = dict(versions)
         self._generation = generation
         self._expected_followups = expected_followups
@@ -183,12 +185,12 @@ class LexicalIndex:
         self._synced = False
 
     @classmethod
-    def for_vendor(cls, settings: Settings, vendor: VendorCollections,
+    def for_vendor(cls, settings: Settings, vendor: VendorStore,
                    versions: Mapping[str, str], *, generation: str | None = None,
                    expected_followups: Callable[[], Mapping[str, str | None]] | None = None
                    ) -> LexicalIndex:
         """The vendor's index at these committed versions (not yet synced)."""
-        return cls(index_path(settings, vendor.vendor_id), vendor.chunks, versions,
+        return cls(index_path(settings, vendor.vendor_id), vendor, versions,
                    generation=generation, expected_followups=expected_followups)
 
     # Sync -------------------------------------------------------------------------------
@@ -198,7 +200,7 @@ class LexicalIndex:
         generation it last settled at, it reads one value of the index file and nothing
         else; otherwise, with nothing to do, it reads the follow-ups and the recorded state
         and writes nothing but the generation it settled at."""
-        collection_id = str(self._chunks.id)
+        collection_id = self._vendor.collection_id
         with self._connection() as db:
             if self._generation is not None and self._settled_at(db) == (
                     collection_id, self._generation):
@@ -233,7 +235,7 @@ class LexicalIndex:
         altered, or of no recorded version) are mended only by a rebuild, which `evidence
         check` (core/check.py) runs when it finds them. The tables are dropped and made again
         rather than emptied: a damaged full-text index cannot be emptied row by row."""
-        collection_id = str(self._chunks.id)
+        collection_id = self._vendor.collection_id
         wanted = {(k, v) for k, v in self._versions.items()}
         with self._connection() as db:
             with _immediate(db):
@@ -318,14 +320,9 @@ class LexicalIndex:
 
     def _read_followups(self) -> dict[str, tuple[str, str, dict[str, Any]]]:
         """follow-up id -> (fingerprint, text, metadata), for every stored response."""
-        found = get_all(self._chunks, where={"source_type": FOLLOWUP_SOURCE_TYPE},
-                        include=("documents", "metadatas"), page_size=self._page_size)
-        followups = {}
-        for record_id, text, metadata in zip(found["ids"], found["documents"],
-                                             found["metadatas"], strict=True):
-            metadata = dict(metadata)
-            followups[record_id] = (record_fingerprint(text, metadata), text, metadata)
-        return followups
+        return {c.id: (record_fingerprint(c.text, c.metadata), c.text, c.metadata)
+                for c in self._vendor.records(Where.eq(source_type=FOLLOWUP_SOURCE_TYPE),
+                                              page_size=self._page_size)}
 
     def _read_versions(self, versions: set[tuple[str, str]]) -> Iterator[StoredChunk]:
         """The chunks of these document versions, read by doc_key and version; chunks of
@@ -334,26 +331,17 @@ class LexicalIndex:
         wanted = sorted(versions)
         for start in range(0, len(wanted), VERSIONS_PER_READ):
             part = wanted[start : start + VERSIONS_PER_READ]
-            where = {"$and": [{"source_type": DOCUMENT_SOURCE_TYPE},
-                              {"doc_key": {"$in": sorted({k for k, _ in part})}},
-                              {"doc_sha": {"$in": sorted({v for _, v in part})}}]}
-            found = get_all(self._chunks, where=where, include=("documents", "metadatas"),
-                            page_size=self._page_size)
-            for record_id, text, metadata in zip(found["ids"], found["documents"],
-                                                 found["metadatas"], strict=True):
-                if (metadata.get("doc_key"), metadata.get("doc_sha")) in versions:
-                    yield StoredChunk(record_id, text, dict(metadata))
+            where = (Where.eq(source_type=DOCUMENT_SOURCE_TYPE)
+                     & Where.is_in("doc_key", sorted({k for k, _ in part}))
+                     & Where.is_in("doc_sha", sorted({v for _, v in part})))
+            for chunk in self._vendor.records(where, page_size=self._page_size):
+                if (chunk.metadata.get("doc_key"), chunk.metadata.get("doc_sha")) in versions:
+                    yield chunk
 
     def _gone(self, versions: set[tuple[str, str]]) -> set[tuple[str, str]]:
         """The versions of which the store holds no chunk any more."""
-        gone = set()
-        for doc_key, version in versions:
-            found = self._chunks.get(where={"$and": [{"doc_key": doc_key},
-                                                     {"doc_sha": version}]},
-                                     limit=1, include=[])
-            if not found["ids"]:
-                gone.add((doc_key, version))
-        return gone
+        return {(doc_key, version) for doc_key, version in versions
+                if not self._vendor.holds_any(Where.eq(doc_key=doc_key, doc_sha=version))}
 
     def indexed(self) -> IndexedState:
         """What the index file holds now, whatever state any caller named."""
@@ -364,7 +352,7 @@ class LexicalIndex:
 
     # Search -----------------------------------------------------------------------------
 
-    def nearest(self, query: Query, n: int, *, where: Where | None = None) -> list[Neighbour]:
+    def nearest(self, query: Query, n: int, *, where: WhereInput | None = None) -> list[Neighbour]:
         """The `n` best chunks by BM25 among this state's committed chunks and every
         follow-up; score = -bm25() (higher is better), ties in id order. `where` takes
         equality on metadata keys (`{"source_type": ...}`, `{"criterion_question_hash": h}`,
@@ -511,10 +499,6 @@ def _recorded_followups(db: sqlite3.Connection) -> dict[str, str]:
     return dict(db.execute("SELECT id, fingerprint FROM followups").fetchall())
 
 
-def _version_key(doc_key: str, version: str) -> str:
-    return f"{doc_key}@{version}"
-
-
 def _insert(db: sqlite3.Connection, chunk: StoredChunk, version_key: str | None) -> None:
     cursor = db.execute("INSERT INTO chunks (id, version_key, metadata) VALUES (?, ?, ?)",
                         (chunk.id, version_key, json.dumps(chunk.metadata, sort_keys=True)))
@@ -531,28 +515,22 @@ def _delete_rows(db: sqlite3.Connection, condition: str, parameters: Sequence[An
     return len(rowids)
 
 
-def _where_sql(where: Where | None) -> tuple[list[str], list[Any]]:
-    """SQL conditions for a ChromaDB-style metadata filter of equalities."""
-    if not where:
-        return [], []
-    if set(where) == {"$and"}:
-        conditions: list[str] = []
-        parameters: list[Any] = []
-        for part in where["$and"]:
-            more, values = _where_sql(part)
-            conditions += more
-            parameters += values
-        return conditions, parameters
+def _where_sql(where: WhereInput | None) -> tuple[list[str], list[Any]]:
+    """SQL conditions for a metadata filter of equalities (the store's `Where`, or its
+    mapping form)."""
+    try:
+        parsed = Where.of(where)
+    except ValueError as exc:
+        raise ValueError(f"where: the lexical index takes only equality filters on a metadata "
+                         f"key, not {json.dumps(where, default=str)} ({exc})") from None
     conditions, parameters = [], []
-    for key, value in where.items():
-        if isinstance(value, dict):
-            if set(value) != {"$eq"}:
-                raise ValueError(f"where: the lexical index takes only equality filters, not "
-                                 f"{json.dumps({key: value})}")
-            value = value["$eq"]
-        if not _METADATA_KEY.fullmatch(key) or not isinstance(value, str | int | float | bool):
+    for condition in parsed.conditions if parsed else ():
+        key, value = condition.key, condition.value
+        if condition.op != "eq" or not _METADATA_KEY.fullmatch(key):
+            shown = json.dumps(where, default=str) if not isinstance(where, Where) else (
+                repr(condition))
             raise ValueError(f"where: the lexical index takes only equality filters on a "
-                             f"metadata key, not {json.dumps({key: value}, default=str)}")
+                             f"metadata key, not {shown}")
         conditions.append(f"json_extract(c.metadata, '$.\"{key}\"') = ?")
         parameters.append(value)
     return conditions, parameters

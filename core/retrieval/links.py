@@ -8,13 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from core.retrieval.source import RecordReader, StoredChunk
-from core.store import (
-    WITHDRAWN_KEY,
-    VendorCollections,
-    followup_link,
-    read_links,
-    record_fingerprint,
-)
+from core.store import WITHDRAWN_KEY, VendorStore, followup_link, record_fingerprint
 
 # follow-up id -> (criterion hash, canonical criterion hash, linked criterion text); None, None
 # and "" for an ad-hoc question.
@@ -53,7 +47,7 @@ class FollowupLinks:
         self._lock = threading.Lock()
         self._known: dict[str, tuple[str, LinkSet]] = {}
 
-    def read(self, vendor: VendorCollections, generation: str | None) -> LinkSet:
+    def read(self, vendor: VendorStore, generation: str | None) -> LinkSet:
         """The vendor's links at `generation` (the one the caller read; None for a store
         that records none, which is then read every time)."""
         if generation is not None:
@@ -61,7 +55,7 @@ class FollowupLinks:
                 cached = self._known.get(vendor.vendor_id)
             if cached is not None and cached[0] == generation:
                 return cached[1]
-        found = read_links(vendor)
+        found = vendor.links()
         withdrawn = frozenset(i for i, meta in found.items() if meta.get(WITHDRAWN_KEY))
         links = LinkSet(
             links={i: followup_link(meta) for i, meta in found.items()},

@@ -76,7 +76,8 @@ def run(env: RetrievalEnv, query: Query, timings: Timings | None = None) -> QARe
 
         def hit_for(candidate: Candidate, path: str) -> FollowupHit:
             found_by = [path] + (["first_stage"] if candidate.id in seen else [])
-            return followup_hit(candidate, query, found_by)
+            return followup_hit(candidate, query, found_by,
+                                typo_corrections=env.typo_corrections.get(candidate.id))
 
         hash_hits = assign_tiers([hit_for(c, "hash") for c in linked], [], query.text,
                                  s.fuzzy_match_threshold)

@@ -8,27 +8,20 @@ from collections.abc import Sequence
 
 from core.config import Settings
 from core.context import format_context_xml, format_prompt
+from core.encoders.rerank import Reranker
 from core.models import RerankerStatus, RetrievalTrace, SeedConstants
-from core.rerank import Reranker
 from core.retrieval.fusion import HybridSearch
 from core.retrieval.lexical import LexicalIndex
 from core.retrieval.links import FollowupLinks, LinkedResponses, Links
-from core.retrieval.source import (
-    CandidateSource,
-    ChromaEvidence,
-    Query,
-    RecordReader,
-    StoredChunk,
-)
+from core.retrieval.source import CandidateSource, Query, RecordReader, StoredChunk
 from core.retrieval.stages import RetrievalEnv, Timings
 from core.store import (
     CONSISTENT_READ_ATTEMPTS,
     EvidenceStore,
-    VendorCollections,
+    VendorEvidence,
+    VendorStore,
     committed_versions,
     is_committed,
-    manifest_generation,
-    read_manifest,
 )
 from core.strategies import Strategy
 from core.strategies.base import StrategyResult
@@ -49,16 +42,16 @@ class StrategyRunner:
         self._committed: dict[str, tuple[str, dict[str, str]]] = {}
         self._warmed: dict[str, str] = {}  # vendor -> generation its linked records were read at
 
-    def evidence(self, vendor: VendorCollections, versions: dict[str, str]) -> ChromaEvidence:
+    def evidence(self, vendor: VendorStore, versions: dict[str, str]) -> VendorEvidence:
         """The vendor's chunks as a candidate source and record reader at these versions."""
-        return ChromaEvidence(vendor.chunks, lambda meta: is_committed(meta, versions),
-                              batch_size=self.store.max_batch_size())
+        return VendorEvidence(vendor, lambda meta: is_committed(meta, versions),
+                              batch_size=vendor.batch_size())
 
-    def read_links(self, vendor: VendorCollections, generation: str | None) -> Links:
+    def read_links(self, vendor: VendorStore, generation: str | None) -> Links:
         """Every follow-up's link at this manifest generation (kept until it changes)."""
         return self.links.read(vendor, generation).links
 
-    def read_linked(self, vendor: VendorCollections, generation: str | None,
+    def read_linked(self, vendor: VendorStore, generation: str | None,
                     records: RecordReader, ids: Sequence[str]) -> list[StoredChunk]:
         """Linked follow-ups' records with their vectors, in the order of `ids`. At a new
         generation every linked record not kept as its link fingerprints it is read in one
@@ -73,10 +66,10 @@ class StrategyRunner:
             self.responses.warm(vendor.vendor_id, records, fingerprints)
         return self.responses.fetch(vendor.vendor_id, records, ids, fingerprints)
 
-    def settled_state(self, vendor: VendorCollections) -> str | None:
+    def settled_state(self, vendor: VendorStore) -> str | None:
         """The vendor's manifest generation, when every linked response is in the store as
         its link fingerprints it and the generation held while that was read; else None."""
-        generation = manifest_generation(vendor)
+        generation = vendor.generation()
         if generation is None:
             return None
         fingerprints = self.links.read(vendor, generation).fingerprints
@@ -84,9 +77,9 @@ class StrategyRunner:
         self.responses.warm(vendor.vendor_id, records, fingerprints)
         if not self.responses.holds(vendor.vendor_id, fingerprints):
             return None
-        return generation if manifest_generation(vendor) == generation else None
+        return generation if vendor.generation() == generation else None
 
-    def lexical(self, vendor: VendorCollections, versions: dict[str, str],
+    def lexical(self, vendor: VendorStore, versions: dict[str, str],
                 generation: str | None = None) -> LexicalIndex:
         """The vendor's BM25 index, synced to these committed versions; given the manifest
         generation they were read at, a sync already done at it costs one comparison."""
@@ -96,16 +89,16 @@ class StrategyRunner:
         index.sync()
         return index
 
-    def hybrid(self, vendor: VendorCollections, versions: dict[str, str],
-               evidence: ChromaEvidence | None = None, generation: str | None = None
+    def hybrid(self, vendor: VendorStore, versions: dict[str, str],
+               evidence: VendorEvidence | None = None, generation: str | None = None
                ) -> HybridSearch:
         """The vector search and the synced lexical index fused by reciprocal rank fusion."""
         return HybridSearch(evidence or self.evidence(vendor, versions),
                             self.lexical(vendor, versions, generation),
                             lexical_n=self.settings.lexical_first_stage_n, k=self.settings.rrf_k)
 
-    def search(self, strategy: Strategy, vendor: VendorCollections, versions: dict[str, str],
-               evidence: ChromaEvidence, timings: Timings, generation: str | None = None
+    def search(self, strategy: Strategy, vendor: VendorStore, versions: dict[str, str],
+               evidence: VendorEvidence, timings: Timings, generation: str | None = None
                ) -> CandidateSource:
         """The first stage the strategy asks for, at these committed versions."""
         if strategy.search == "vector":
@@ -116,7 +109,7 @@ class StrategyRunner:
         with timings.stage("lexical_sync"):
             return self.hybrid(vendor, versions, evidence, generation)
 
-    def run(self, strategy: Strategy, vendor: VendorCollections, query: Query,
+    def run(self, strategy: Strategy, vendor: VendorStore, query: Query,
             reranker: Reranker | None, reranker_status: RerankerStatus,
             timings: Timings) -> tuple[StrategyResult, list[str]]:
         """The strategy's result on one committed state, and the notes for the trace.
@@ -153,9 +146,9 @@ class StrategyRunner:
             result = strategy.run(env, query, timings)
             with timings.stage("manifest"):
                 if generation is None:
-                    consistent = committed_versions(read_manifest(vendor)) == versions
+                    consistent = committed_versions(vendor.documents()) == versions
                 else:
-                    consistent = manifest_generation(vendor) == generation
+                    consistent = vendor.generation() == generation
             if kept is not None:
                 kept = None
                 if consistent:
@@ -171,21 +164,21 @@ class StrategyRunner:
             env.notes.insert(0, f"No reranker ran: {reranker_status.reason}.")
         return result, env.notes
 
-    def kept_state(self, vendor: VendorCollections) -> tuple[str, dict[str, str]] | None:
+    def kept_state(self, vendor: VendorStore) -> tuple[str, dict[str, str]] | None:
         """The (generation, versions) last read for the vendor, without reading anything."""
         with self._lock:
             return self._committed.get(vendor.vendor_id)
 
-    def committed_state(self, vendor: VendorCollections
+    def committed_state(self, vendor: VendorStore
                             ) -> tuple[str | None, dict[str, str]]:
         """(manifest generation, doc_key -> committed version); the manifest itself is read
         only when its generation changed since the last read."""
-        generation = manifest_generation(vendor)
+        generation = vendor.generation()
         with self._lock:
             cached = self._committed.get(vendor.vendor_id)
         if generation is not None and cached is not None and cached[0] == generation:
             return cached
-        versions = committed_versions(read_manifest(vendor))
+        versions = committed_versions(vendor.documents())
         if generation is not None:
             with self._lock:
                 self._committed[vendor.vendor_id] = (generation, versions)

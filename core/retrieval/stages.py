@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from core.config import Settings
+from core.encoders.rerank import Reranker
 from core.hashing import (
     criterion_similarity,
     question_similarity,
@@ -26,7 +27,6 @@ from core.models import (
     RerankerStatus,
     by_round,
 )
-from core.rerank import Reranker
 from core.retrieval.links import Links
 from core.retrieval.source import CandidateSource, Query, RecordReader, StoredChunk, Where
 from core.store import followup_canonical_hash, is_withdrawn
@@ -42,11 +42,13 @@ def _question_similarity(criterion: str, question: str) -> float:
 
 
 @lru_cache(maxsize=SIMILARITY_CACHE)
-def _differs_by_typos(criterion: str, linked: str, word_similarity: float,
-                      max_words: int) -> bool:
-    """Whether a linked criterion text is this criterion with typos or other punctuation."""
-    return typo_corrections(criterion, linked, word_similarity=word_similarity,
-                            max_words=max_words) is not None
+def _typos(criterion: str, linked: str, word_similarity: float, max_words: int
+           ) -> tuple[tuple[str, str], ...] | None:
+    """How a linked criterion text is this criterion with typos (the typo, word pairs; none
+    for other punctuation alone), or None when it is not."""
+    found = typo_corrections(criterion, linked, word_similarity=word_similarity,
+                             max_words=max_words)
+    return tuple(found) if found is not None else None
 
 
 @dataclass
@@ -77,6 +79,8 @@ class RetrievalEnv:
     reranker_status: RerankerStatus
     read_links: Callable[[], Links]
     notes: list[str] = field(default_factory=list)
+    # follow-up id -> the typo corrections that made `fetch_vouched_followups` vouch for it.
+    typo_corrections: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     # Linked follow-ups' records with their vectors, in the order asked for (the runner
     # keeps them while their links say they are unchanged); None: read from `records`.
     read_linked: Callable[[Sequence[str]], list[StoredChunk]] | None = None
@@ -158,7 +162,8 @@ def split_followups(candidates: Sequence[Candidate]) -> tuple[list[Candidate], l
 
 # Follow-ups ------------------------------------------------------------------------------
 
-def followup_hit(candidate: Candidate, query: Query, found_by: Sequence[str]) -> FollowupHit:
+def followup_hit(candidate: Candidate, query: Query, found_by: Sequence[str], *,
+                 typo_corrections: list[tuple[str, str]] | None = None) -> FollowupHit:
     """A follow-up as the query sees it: whether it is linked to the query's criterion (by
     the canonical hash, so a typographic variant of the criterion links as the criterion
     does), how, and how similar its question is to the query's text."""
@@ -181,6 +186,7 @@ def followup_hit(candidate: Candidate, query: Query, found_by: Sequence[str]) ->
         hash_match=hash_match,
         typographic_variants=variants,
         found_by=list(found_by),
+        typo_corrections=typo_corrections,
         question_similarity=_question_similarity(query.text, str(meta["question_text"])),
         first_stage_score=candidate.first_stage_score,
         first_stage_rank=candidate.first_stage_rank,
@@ -279,7 +285,8 @@ def _low_tier_reason(hit: FollowupHit, criterion: str) -> str:
         how = f"found by semantic search{where}"
     if not hit.criterion_question_text:
         return f"no hash match (ad-hoc question, no criterion); {how}: low"
-    corrections = typo_corrections(criterion, hit.criterion_question_text)
+    corrections = (hit.typo_corrections if hit.typo_corrections is not None
+                   else typo_corrections(criterion, hit.criterion_question_text))
     similarity = criterion_text_similarity(hit, criterion)
     if corrections:
         fixed = ", ".join(f"{typo} -> {word}" for typo, word in corrections)
@@ -304,7 +311,7 @@ def fetch_vouched_followups(env: RetrievalEnv, query: Query
     zero-width space, another Unicode form) shares its canonical hash: it is linked by hash,
     not a near copy."""
     s = env.settings
-    is_near_copy: dict[str, bool] = {}
+    typos: dict[str, tuple[tuple[str, str], ...] | None] = {}
     linked_ids, near_ids = [], []
     for record_id, (linked_hash, canonical, linked) in env.links().items():
         if linked_hash == query.criterion_hash or canonical == query.canonical_hash:
@@ -312,13 +319,14 @@ def fetch_vouched_followups(env: RetrievalEnv, query: Query
             continue
         if not linked:
             continue
-        if linked not in is_near_copy:
+        if linked not in typos:
             # The same words (an empty list of corrections) differ only in punctuation here:
             # texts whose words differ only in typography were linked by hash above.
-            is_near_copy[linked] = _differs_by_typos(
-                query.linked_text, linked, s.typo_word_similarity, s.typo_max_words)
-        if is_near_copy[linked]:
+            typos[linked] = _typos(query.linked_text, linked, s.typo_word_similarity,
+                                   s.typo_max_words)
+        if typos[linked] is not None:
             near_ids.append(record_id)
+            env.typo_corrections[record_id] = list(typos[linked])
     if not linked_ids and not near_ids:
         return [], []
     chunks = env.linked_records(linked_ids + near_ids)

@@ -37,7 +37,8 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
             seen = by_id.get(candidate.id)
             found_by = paths + (["first_stage"] if seen else []) + (
                 ["semantic"] if candidate.id in semantic_ids else [])
-            return followup_hit(seen or candidate, query, found_by)
+            return followup_hit(seen or candidate, query, found_by,
+                                typo_corrections=env.typo_corrections.get(candidate.id))
 
         hash_hits = assign_tiers([hit_for(c, ["hash"]) for c in linked], [], query.text,
                                  s.fuzzy_match_threshold)

@@ -14,6 +14,7 @@ from core.retrieval.stages import (
     select_top,
     split_followups,
 )
+from core.store import Where
 from core.strategies.base import Query, Strategy, StrategyResult
 
 
@@ -24,7 +25,7 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
         # limited to MAX_FOLLOWUP_ROUNDS, ranked by similarity within the hash matches. The
         # filter is on the canonical hash, so a criterion pasted with other typography links.
         linked = first_stage(env, query, s.max_followup_rounds,
-                             where={"criterion_canonical_hash": query.canonical_hash})
+                             where=Where.eq(criterion_canonical_hash=query.canonical_hash))
         hash_hits = [followup_hit(c, query, ["hash"]) for c in linked]
     with timings.stage("first_stage"):
         hits = first_stage(env, query, s.semantic_path_top_k)

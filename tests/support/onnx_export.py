@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.embedding import SentenceTransformerEmbedder
-from core.onnx_embedding import OnnxEmbedder
+from core.encoders.embedding import SentenceTransformerEmbedder
+from core.encoders.onnx.embedder import OnnxEmbedder
 
 
 def shared_onnx_cache(basetemp: Path, torch_embedder: SentenceTransformerEmbedder) -> Path:

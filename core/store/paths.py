@@ -7,8 +7,7 @@ import os
 import stat
 from pathlib import Path
 
-from core.errors import UserInputError
-from core.ingest import shown_path
+from core.errors import UserInputError, shown_path
 
 # The file ChromaDB creates first in a store folder, and that every store holds.
 STORE_DATABASE = "chroma.sqlite3"

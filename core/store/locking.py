@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import StoreError
+from core.store import writes
 
 LOCKS_COLLECTION = "workbench__locks"
 LOCK_ID = "write"
@@ -92,8 +93,8 @@ class LeaseLock:
 
     def _locks(self) -> Any:
         if self._collection is None:
-            self._collection = self.client.get_or_create_collection(
-                LOCKS_COLLECTION, embedding_function=None,
+            self._collection = writes.create(
+                self.client, LOCKS_COLLECTION, embedding_function=None,
                 metadata={"purpose": "one writer at a time"})
         return self._collection
 
@@ -106,7 +107,8 @@ class LeaseLock:
         return {"owner": self.owner, "acquired_at": now, "expires_at": now + self.lease_s}
 
     def _claim(self) -> dict[str, Any] | None:
-        self._locks().add(ids=[LOCK_ID], embeddings=[[0.0]], metadatas=[self._metadata()])
+        writes.apply(self._locks(), "add", ids=[LOCK_ID], embeddings=[[0.0]],
+                     metadatas=[self._metadata()])
         record = self._record()
         if record is not None and record.get("owner") == self.owner:
             return None
@@ -117,7 +119,8 @@ class LeaseLock:
         holder = self._claim()
         if holder and float(holder.get("expires_at", 0.0)) < self.clock():
             # The holder stopped renewing: remove exactly that record, then claim again.
-            self._locks().delete(ids=[LOCK_ID], where={"owner": str(holder.get("owner"))})
+            writes.apply(self._locks(), "delete", ids=[LOCK_ID],
+                         where={"owner": str(holder.get("owner"))})
             holder = self._claim()
         return holder
 
@@ -125,11 +128,11 @@ class LeaseLock:
         """Push the expiry on, if the record is still this process's."""
         record = self._record()
         if record is not None and record.get("owner") == self.owner:
-            self._locks().upsert(ids=[LOCK_ID], embeddings=[[0.0]], metadatas=[
-                {**record, "expires_at": self.clock() + self.lease_s}])
+            writes.apply(self._locks(), "upsert", ids=[LOCK_ID], embeddings=[[0.0]],
+                         metadatas=[{**record, "expires_at": self.clock() + self.lease_s}])
 
     def release(self) -> None:
-        self._locks().delete(ids=[LOCK_ID], where={"owner": self.owner})
+        writes.apply(self._locks(), "delete", ids=[LOCK_ID], where={"owner": self.owner})
 
     @contextlib.contextmanager
     def held(self, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from core.config import Settings
-from core.embedding import configure_hub_access
+from core.encoders.embedding import configure_hub_access
 from core.errors import ModelUnavailableError
 from core.models import RerankerStatus
 

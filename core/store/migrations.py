@@ -2,7 +2,7 @@
 version, in place.
 
 Both collections of a vendor record the schema version they were last upgraded to. Opening a
-vendor whose version is older than `core.store.SCHEMA_VERSION` runs every step it has not
+vendor whose version is older than `SCHEMA_VERSION` runs every step it has not
 had, in order. ChromaDB has no transaction across collections, so each step is written to be
 run again safely, and a version is recorded only after its step completed: manifest first,
 chunks last. A process killed anywhere leaves the older version recorded, and the next open
@@ -11,23 +11,20 @@ newer program's, or one that recorded none) is refused and left untouched."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from core.hashing import canonical_criterion_hash
 from core.models import FOLLOWUP_SOURCE_TYPE, StoredRecord
-from core.store import (
-    MANIFEST_GENERATION_ID,
-    SCHEMA_VERSION,
-    VendorCollections,
-    commit_links,
-    get_all,
-    link_metadata,
-    read_links,
-)
+from core.store import writes
+from core.store.filters import Where
+from core.store.protocol import commit_links
+from core.store.records import MANIFEST_GENERATION_ID, link_metadata, new_generation
+from core.store.vendor import VendorStore
 
+# The schema this program writes; the steps below upgrade older stores to it in place.
+SCHEMA_VERSION = 4
 # The first version a store recorded; older stores recorded none and cannot be told apart.
 FIRST_SCHEMA_VERSION = 1
 # Records rewritten per call; well under any ChromaDB client's maximum batch size.
@@ -40,32 +37,28 @@ class Migration:
 
     version: int
     name: str
-    upgrade: Callable[[VendorCollections], None]
+    upgrade: Callable[[VendorStore], None]
 
 
-def _record_manifest_generation(vendor: VendorCollections) -> None:
+def _record_manifest_generation(vendor: VendorStore) -> None:
     """A manifest last written before generations were recorded gets one, so a reader can
     tell in one small read whether the manifest changed since it last read it."""
-    found = vendor.manifest.get(ids=[MANIFEST_GENERATION_ID], include=[])
-    if found["ids"]:
+    if any(record_id == MANIFEST_GENERATION_ID for record_id, _ in vendor.manifest_records()):
         return
-    vendor.manifest.upsert(ids=[MANIFEST_GENERATION_ID],
-                           metadatas=[{"generation": uuid.uuid4().hex}],
-                           embeddings=[[1.0]], documents=["manifest generation"])
+    vendor.write_manifest([(MANIFEST_GENERATION_ID, new_generation(), "manifest generation")])
 
 
-def _record_canonical_criterion_hash(vendor: VendorCollections) -> None:
+def _record_canonical_criterion_hash(vendor: VendorStore) -> None:
     """Every follow-up linked to a criterion gets `criterion_canonical_hash` beside its
     `criterion_question_hash`, so a metadata filter finds the answers to a criterion pasted
     with other typography. A record that already carries the right value is left alone.
 
     ChromaDB 1.5's `update` merges the given keys into the stored metadata; the whole
     metadata is written all the same, so a version that replaces it keeps every key."""
-    found = get_all(vendor.chunks, where={"source_type": FOLLOWUP_SOURCE_TYPE},
-                    include=("metadatas",))
     ids: list[str] = []
     metadatas: list[dict[str, Any]] = []
-    for record_id, metadata in zip(found["ids"], found["metadatas"], strict=True):
+    for found in vendor.records(Where.eq(source_type=FOLLOWUP_SOURCE_TYPE), text=False):
+        record_id, metadata = found.id, found.metadata
         linked = metadata.get("original_criterion_question_text")
         if not linked:
             continue
@@ -74,23 +67,20 @@ def _record_canonical_criterion_hash(vendor: VendorCollections) -> None:
             ids.append(record_id)
             metadatas.append({**metadata, "criterion_canonical_hash": canonical})
     for start in range(0, len(ids), UPDATE_BATCH):
-        vendor.chunks.update(ids=ids[start : start + UPDATE_BATCH],
-                             metadatas=metadatas[start : start + UPDATE_BATCH])
+        vendor.update_chunk_metadata(ids[start : start + UPDATE_BATCH],
+                                     metadatas[start : start + UPDATE_BATCH])
 
 
-def _record_followup_links(vendor: VendorCollections) -> None:
+def _record_followup_links(vendor: VendorStore) -> None:
     """Every stored follow-up gets its link record in the manifest (what criterion it answers
     and the fingerprint of the response), as rounds written since write it before their
     responses, so readers find the links without listing the chunk collection. Written in
     batches, each with a new generation; a link that already says the same is left alone."""
-    found = get_all(vendor.chunks, where={"source_type": FOLLOWUP_SOURCE_TYPE},
-                    include=("documents", "metadatas"))
-    existing = read_links(vendor)
+    existing = vendor.links()
     missing = []
-    for record_id, text, metadata in zip(found["ids"], found["documents"], found["metadatas"],
-                                         strict=True):
-        record = StoredRecord(id=record_id, text=text, metadata=metadata)
-        if existing.get(record_id) != link_metadata(record):
+    for found in vendor.records(Where.eq(source_type=FOLLOWUP_SOURCE_TYPE)):
+        record = StoredRecord(id=found.id, text=found.text, metadata=found.metadata)
+        if existing.get(found.id) != link_metadata(record):
             missing.append(record)
     for start in range(0, len(missing), UPDATE_BATCH):
         commit_links(vendor, missing[start : start + UPDATE_BATCH])
@@ -114,8 +104,11 @@ def can_upgrade(version: object) -> bool:
             and FIRST_SCHEMA_VERSION <= version < SCHEMA_VERSION)
 
 
-def upgrade(vendor: VendorCollections) -> list[str]:
-    """Run every step the vendor has not had, in order; the names of those that ran."""
+def upgrade(vendor: VendorStore) -> list[str]:
+    """Run every step the vendor has not had, in order; the names of those that ran (none for
+    a vendor at this version, or at one no step leads from)."""
+    if not any(can_upgrade(recorded_version(c)) for c in (vendor.chunks, vendor.manifest)):
+        return []
     versions = [recorded_version(vendor.manifest), recorded_version(vendor.chunks)]
     current = min(v for v in versions if isinstance(v, int))
     ran = []
@@ -127,6 +120,6 @@ def upgrade(vendor: VendorCollections) -> list[str]:
             if recorded_version(collection) != migration.version:
                 metadata = dict(collection.metadata or {})
                 metadata["schema_version"] = migration.version
-                collection.modify(metadata=metadata)
+                writes.apply(collection, "modify", metadata=metadata)
         ran.append(migration.name)
     return ran

@@ -1,0 +1,297 @@
+"""The store: ChromaDB opened lazily, embedded or as a server, handing out each vendor's
+evidence (`VendorStore`), conversations and verdicts; never mixes vendors."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from core.config import Settings
+from core.errors import StoreError, UnknownVendorError, UserInputError
+from core.models import StoredRecord, is_valid_vendor_id
+from core.store import writes
+from core.store.client import connect
+from core.store.conversations import ConversationRecords
+from core.store.migrations import FIRST_SCHEMA_VERSION, SCHEMA_VERSION, can_upgrade, upgrade
+from core.store.paths import STORE_DATABASE, check_store_path
+from core.store.vendor import VendorStore
+from core.store.verdicts import VerdictRecords
+
+# ChromaDB reads this before its telemetry client starts; nothing leaves the machine.
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+_CHUNKS_SUFFIX = "__chunks"
+_MANIFEST_SUFFIX = "__manifest"
+_CONVERSATIONS_SUFFIX = "__conversations"
+_VERDICTS_SUFFIX = "__verdicts"
+_PREFIX = "vendor__"
+# ChromaDB keeps one shared system per store path (or server) in a process-wide registry that
+# it fills without a lock: clients created at the same moment in two threads can come up
+# without their tenant, or on a system another thread then replaces, and writes go missing.
+# So clients are created one at a time, whichever EvidenceStore asks.
+_CLIENT_CREATION = threading.Lock()
+
+
+def chunks_collection_name(vendor_id: str) -> str:
+    return f"{_PREFIX}{vendor_id}{_CHUNKS_SUFFIX}"
+
+
+def manifest_collection_name(vendor_id: str) -> str:
+    return f"{_PREFIX}{vendor_id}{_MANIFEST_SUFFIX}"
+
+
+def conversations_collection_name(vendor_id: str) -> str:
+    return f"{_PREFIX}{vendor_id}{_CONVERSATIONS_SUFFIX}"
+
+
+def verdicts_collection_name(vendor_id: str) -> str:
+    return f"{_PREFIX}{vendor_id}{_VERDICTS_SUFFIX}"
+
+
+def check_vendor_id(vendor_id: object) -> str:
+    """Return the id, or refuse it in one sentence."""
+    if not is_valid_vendor_id(vendor_id):
+        shown = repr(vendor_id) if len(repr(vendor_id)) <= 80 else repr(vendor_id)[:77] + "..."
+        raise UserInputError(
+            f"Vendor id {shown} is not valid: use 1-63 letters, digits, '_' or '-', "
+            "starting with a letter or digit."
+        )
+    return vendor_id  # type: ignore[return-value]
+
+
+class EvidenceStore:
+    """Opens ChromaDB lazily and hands out per-vendor collections; never mixes vendors."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._client: Any = None
+        self._lock = threading.Lock()
+        # Vendors opened and checked once; collections are never deleted, so a handle stays
+        # good, and a retrieval need not ask ChromaDB for three collections every time.
+        self._opened: dict[str, VendorStore] = {}
+        self._conversations: dict[str, Any] = {}
+        # What runs the embedding model of this process's writes ("onnx", "torch"; None for
+        # none), set by the workbench. Each chunk write records it on the vendor's chunk
+        # collection as `embedding_runtime`: the store says which runtime wrote last. Only
+        # `embedding_model` decides compatibility; the runtimes' vectors agree to 1e-4.
+        self.writer_runtime: Callable[[], str | None] = lambda: None
+        # A seam for tests: called as soon as this store's write lock is held, before the
+        # writer goes on (a race test holds it there until the other writer is seen waiting).
+        self.on_lock_held: Callable[[], None] | None = None
+
+    @property
+    def location(self) -> str:
+        if self.settings.chroma_host:
+            scheme = "https://" if self.settings.chroma_ssl else ""
+            return (f"ChromaDB server {scheme}{self.settings.chroma_host}:"
+                    f"{self.settings.chroma_port}")
+        return f"store {self.settings.store}"
+
+    @property
+    def client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                if not self.settings.chroma_host:  # ChromaDB makes its files on connecting
+                    check_store_path(self.settings.store, opening=True)
+                with _CLIENT_CREATION:
+                    self._client = self._connect()
+            return self._client
+
+    def _connect(self) -> Any:
+        return connect(self.settings, self.location)
+
+    def write_lock(self, on_wait: Callable[[str], None] | None = None
+                   ) -> contextlib.AbstractContextManager[None]:
+        """The store's write lock (core/store/locking.py), held by one ingest at a time."""
+        from core.store.locking import LeaseLock, folder_lock
+
+        s = self.settings
+        if s.chroma_host:
+            lock = LeaseLock(self.client, self.location, lease_s=s.write_lease_s,
+                             wait_s=s.write_lock_wait_s).held(on_wait)
+        else:
+            store = s.store
+            check_store_path(store, opening=True)  # a file, a pipe, a broken link, a folder
+            lock = folder_lock(store, self.location, s.write_lock_wait_s, on_wait)
+        return self._held(lock)
+
+    @contextlib.contextmanager
+    def _held(self, lock: contextlib.AbstractContextManager[None]) -> Iterator[None]:
+        with lock:
+            if self.on_lock_held is not None:
+                self.on_lock_held()
+            yield
+
+    def max_batch_size(self) -> int:
+        return int(self.client.get_max_batch_size())
+
+    # Vendors -------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        """False for an embedded store that was never written: reading it creates nothing.
+        A path that cannot be a store (a file, say) is refused, not read as an empty store."""
+        if self.settings.chroma_host:
+            return True
+        check_store_path(self.settings.store)
+        return (self.settings.store / STORE_DATABASE).exists()
+
+    def vendor_ids(self) -> list[str]:
+        """Every vendor that has a chunk collection, sorted."""
+        if not self.exists():
+            return []
+        vendors = []
+        for collection in self.client.list_collections():
+            name = collection if isinstance(collection, str) else collection.name
+            if name.startswith(_PREFIX) and name.endswith(_CHUNKS_SUFFIX):
+                vendors.append(name[len(_PREFIX) : -len(_CHUNKS_SUFFIX)])
+        return sorted(vendors)
+
+    def open_vendor(self, vendor_id: str, *, create: bool = False,
+                    embedding_model: str | None = None) -> VendorStore:
+        """The vendor's evidence; refused when missing (unless create) or incompatible."""
+        check_vendor_id(vendor_id)
+        with self._lock:
+            opened = self._opened.get(vendor_id)
+        if opened is not None:
+            self._check_compatible(vendor_id, opened.chunks.metadata or {}, embedding_model)
+            return opened
+        existing = self.vendor_ids()
+        if vendor_id not in existing:
+            self.refuse_case_clash(vendor_id, existing)
+            if not create:
+                raise UnknownVendorError(
+                    f"No evidence is stored for vendor '{vendor_id}' in the {self.location}."
+                )
+        metadata = {"vendor_id": vendor_id, "schema_version": SCHEMA_VERSION}
+        if embedding_model:
+            metadata["embedding_model"] = embedding_model
+        chunks = writes.create(
+            self.client, chunks_collection_name(vendor_id),
+            metadata=metadata,
+            configuration={"hnsw": {"space": "cosine"}},
+            embedding_function=None,
+        )
+        self._check_compatible(vendor_id, chunks.metadata or {}, embedding_model, older=True)
+        manifest = writes.create(
+            self.client, manifest_collection_name(vendor_id),
+            metadata={"vendor_id": vendor_id, "schema_version": SCHEMA_VERSION},
+            embedding_function=None,
+        )
+        self._check_compatible(vendor_id, manifest.metadata or {}, None, older=True)
+        opened = self._upgraded(self._vendor(vendor_id, chunks, manifest), embedding_model)
+        with self._lock:
+            self._opened[vendor_id] = opened
+        return opened
+
+    def conversations(self, vendor_id: str, *, create: bool = False
+                      ) -> ConversationRecords | None:
+        """The vendor's conversation messages (a collection of its own, made at the first
+        question: a store written before conversations existed simply has none yet)."""
+        vendor = self.open_vendor(vendor_id)
+        with self._lock:
+            found = self._conversations.get(vendor.vendor_id)
+        if found is not None:  # collections are never deleted: a handle stays good
+            return found
+        collection = self._collection(
+            conversations_collection_name(vendor.vendor_id), create=create,
+            metadata={"vendor_id": vendor_id, "schema_version": SCHEMA_VERSION},
+            configuration={"hnsw": {"space": "cosine"}})
+        if collection is None:
+            return None
+        found = ConversationRecords(collection)
+        with self._lock:
+            self._conversations[vendor.vendor_id] = found
+        return found
+
+    def verdicts(self, vendor_id: str, *, create: bool = False) -> VerdictRecords | None:
+        """The vendor's verdicts (a collection made at the first verdict written: a read of a
+        vendor never assessed creates nothing)."""
+        vendor = self.open_vendor(vendor_id)
+        collection = self._collection(
+            verdicts_collection_name(vendor.vendor_id), create=create,
+            metadata={"vendor_id": vendor.vendor_id, "schema_version": SCHEMA_VERSION})
+        return VerdictRecords(collection) if collection is not None else None
+
+    def _collection(self, name: str, *, create: bool, **options: Any) -> Any | None:
+        """A collection of the store, made when `create`; else None when there is none."""
+        if create:
+            return writes.create(self.client, name, embedding_function=None,
+                                                        **options)
+        names = {c if isinstance(c, str) else c.name for c in self.client.list_collections()}
+        if name not in names:
+            return None
+        return self.client.get_collection(name, embedding_function=None)
+
+    @staticmethod
+    def refuse_case_clash(vendor_id: str, existing: Sequence[str]) -> None:
+        """Vendor ids differing only in case would be one vendor to a reader: refuse."""
+        clash = [v for v in existing if v.lower() == vendor_id.lower() and v != vendor_id]
+        if clash:
+            raise UserInputError(
+                f"Vendor id '{vendor_id}' differs only in case from the existing vendor "
+                f"'{clash[0]}'; use '{clash[0]}'."
+            )
+
+    def _vendor(self, vendor_id: str, chunks: Any, manifest: Any) -> VendorStore:
+        # Late-bound, so that what a test puts in place of either is what writes.
+        return VendorStore(vendor_id, chunks, manifest,
+                           batch_size=lambda: self.max_batch_size(),
+                           chunk_writer=lambda *args: self.upsert(*args))
+
+    def upsert(self, vendor: VendorStore, records: Sequence[StoredRecord],
+               embeddings: Any) -> None:
+        """Every chunk write of the write protocol: the writer's runtime noted on the
+        collection, then the records in batches under the client's maximum batch size. The
+        one seam through which a test stops or fails a write."""
+        if records:
+            self._record_runtime(vendor)
+        vendor.upsert_batches(records, embeddings)
+
+    def _upgraded(self, vendor: VendorStore, embedding_model: str | None) -> VendorStore:
+        """The vendor's evidence at SCHEMA_VERSION, older versions upgraded in place first."""
+        if not upgrade(vendor):
+            return vendor
+        chunks = self.client.get_collection(chunks_collection_name(vendor.vendor_id),
+                                            embedding_function=None)
+        manifest = self.client.get_collection(manifest_collection_name(vendor.vendor_id),
+                                              embedding_function=None)
+        self._check_compatible(vendor.vendor_id, chunks.metadata or {}, embedding_model)
+        self._check_compatible(vendor.vendor_id, manifest.metadata or {}, None)
+        return self._vendor(vendor.vendor_id, chunks, manifest)
+
+    def _check_compatible(self, vendor_id: str, metadata: dict[str, Any],
+                          embedding_model: str | None, *, older: bool = False) -> None:
+        """Refuse a vendor this program cannot read; with `older`, a version the migrations
+        upgrade passes (the caller upgrades it)."""
+
+        version = metadata.get("schema_version")
+        if version != SCHEMA_VERSION and not (older and can_upgrade(version)):
+            written = ("records no store schema version" if version is None
+                       else f"was written with store schema version {version!r}")
+            raise StoreError(
+                f"Vendor '{vendor_id}' in the {self.location} {written}; this workbench reads "
+                f"versions {FIRST_SCHEMA_VERSION} to {SCHEMA_VERSION} (upgrading older ones in "
+                "place), so it leaves the store untouched."
+            )
+        stored_model = metadata.get("embedding_model")
+        if embedding_model and stored_model and stored_model != embedding_model:
+            raise UserInputError(
+                f"Vendor '{vendor_id}' was indexed with the embedding model '{stored_model}', "
+                f"not '{embedding_model}'; set EVIDENCE_EMBEDDING_MODEL={stored_model} or "
+                "index into a new store."
+            )
+
+    def _record_runtime(self, vendor: VendorStore) -> None:
+        """Note this writer's embedding runtime on the chunk collection, read fresh so that no
+        other key another process wrote meanwhile is lost; no write when it is already there."""
+        runtime = self.writer_runtime()
+        if not runtime:
+            return
+        stored = self.client.get_collection(vendor.chunks.name, embedding_function=None)
+        metadata = dict(stored.metadata or {})
+        if metadata.get("embedding_runtime") != runtime:
+            writes.apply(vendor.chunks, "modify",
+                         metadata={**metadata, "embedding_runtime": runtime})
