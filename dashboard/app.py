@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from any fol
 from core.errors import EvidenceError  # noqa: E402
 from core.installation import installation_problem  # noqa: E402
 from core.strategies import DEFAULT_STRATEGY, STRATEGIES  # noqa: E402
-from dashboard import resources  # noqa: E402
+from dashboard import first_start, resources  # noqa: E402
 
 st.set_page_config(page_title="Evidence precedence workbench", layout="wide")
 if problem := installation_problem():  # another distribution's `core` beside ours
@@ -29,7 +29,7 @@ def read_store(read):
         st.stop()
 
 
-if read_store(lambda: resources.sample_indexing(resources.get_workbench())) is not None:
+if read_store(lambda: first_start.sample_indexing(resources.get_workbench())) is not None:
     # First start on an empty store: one page shows the indexing until the store is ready.
     st.navigation([st.Page(views / "first_start.py", title="Indexing the sample data",
                            icon=":material/hourglass_top:")]).run()

@@ -15,7 +15,7 @@ from dashboard.text import plain
 if TYPE_CHECKING:
     from core.criteria import CriterionEntry
     from core.verdicts import VerdictStatus
-    from dashboard.resources import Selection
+    from dashboard.selection import Selection
 
 PICK_SELECTION = "Pick a vendor and enter a criterion in the sidebar."
 PICK_VENDOR = "Pick a vendor in the sidebar."

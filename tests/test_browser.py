@@ -280,6 +280,8 @@ def test_a_reviewer_walks_every_page(dashboard_url, browser):
     main.get_by_role("button", name="Compare every strategy").click()
     main.get_by_text("Per criterion").wait_for(timeout=300_000)
     _wait_until_idle(page)
+    # The page draws its four tables one after the other: wait for the last (the verdicts).
+    main.get_by_test_id("stDataFrame").nth(3).wait_for(state="attached", timeout=120_000)
     live = _table_row(page, 1, "precedence")
     assert live[1].endswith("(100%)"), live
     assert live[2] == "9 of 9", live

@@ -720,7 +720,7 @@ def test_a_session_arriving_during_first_start_indexing_waits_for_all_of_it(
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from dashboard import resources
+    from dashboard import first_start, resources
     from tests.dashboard.conftest import DASHBOARD
 
     reference = {s.vendor_id: contract_status(s)
@@ -750,7 +750,7 @@ def test_a_session_arriving_during_first_start_indexing_waits_for_all_of_it(
                 if at.sidebar.selectbox:
                     problems.append(f"{vendor}: a vendor picker during the indexing")
                     return
-                resources.wait_for_sample_indexing(bench, timeout=5)
+                first_start.wait_for_sample_indexing(bench, timeout=5)
                 at.run()
             if at.exception:
                 problems.append(f"{vendor}: {[e.value for e in at.exception]}")

@@ -12,7 +12,8 @@ import streamlit as st
 from core.analysis import move_label
 from core.conversation.models import AnswerEvidence, AskTurn, ConversationSummary
 from core.errors import EvidenceError
-from dashboard import resources, widgets
+from dashboard import actions, widgets
+from dashboard.selection import selected_vendor
 from dashboard.text import minute_utc, plain
 
 NEW = "new"
@@ -116,13 +117,13 @@ SCORE_COLUMNS = {
 
 def render() -> None:
     """The page: pick or start a conversation, its turns, the chat input, the comparison."""
-    vendor_id = resources.selected_vendor()
+    vendor_id = selected_vendor()
     widgets.header("Ask the evidence", vendor_id)
     if not vendor_id:
         st.info("Pick a vendor in the sidebar to ask about its evidence.")
         st.stop()
     try:
-        summaries = resources.conversations(vendor_id)
+        summaries = actions.conversations(vendor_id)
     except EvidenceError as exc:
         widgets.stop_on_error(exc, "The conversations could not be read")
     key = f"ask_conversation_{vendor_id}"  # one open conversation per vendor, never mixed
@@ -142,8 +143,8 @@ def render() -> None:
                         key="ask_compare")
 
     conversation_id = st.session_state[key]
-    turns = [] if conversation_id == NEW else resources.conversation_turns(vendor_id,
-                                                                           conversation_id)
+    turns = [] if conversation_id == NEW else actions.conversation_turns(vendor_id,
+                                                                         conversation_id)
     for turn in turns:
         show_turn(turn)
 
@@ -154,7 +155,7 @@ def render() -> None:
                     "off): both runs are the same.")
         else:
             try:
-                unanchored = resources.rerun_unanchored(vendor_id, latest)
+                unanchored = actions.rerun_unanchored(vendor_id, latest)
             except EvidenceError as exc:
                 widgets.show_error(exc, "The unanchored run failed")
             else:
@@ -165,8 +166,8 @@ def render() -> None:
     question = st.chat_input("Ask about this vendor's evidence", key="ask_input")
     if question:
         try:
-            turn = resources.ask(vendor_id, question,
-                                 None if conversation_id == NEW else conversation_id)
+            turn = actions.ask(vendor_id, question,
+                               None if conversation_id == NEW else conversation_id)
         except EvidenceError as exc:
             widgets.stop_on_error(exc, "The question could not be answered")
         st.session_state["ask_opened"] = turn.conversation_id

@@ -13,8 +13,8 @@ from core.errors import EvidenceError
 from core.llm.client import LLMError
 from core.models import RetrievalTrace
 from core.verdicts import NO_VERDICT, Verdict, VerdictStatus
-from dashboard import resources, widgets
-from dashboard.resources import Selection
+from dashboard import actions, resources, widgets
+from dashboard.selection import Selection, selection
 from dashboard.text import minute_utc, plain, rounds_label
 
 VERDICT_COLORS: dict[str, Literal["green", "red", "gray"]] = {
@@ -88,29 +88,29 @@ def show_assessment(chosen: Selection) -> None:
     """The Assess button (disabled, with the settings to set, when no language model is
     configured), then the stored verdict for the selection."""
     st.subheader("Verdict")
-    missing = resources.llm_missing()
+    missing = actions.llm_missing()
     if missing:
         st.info(missing)
     if st.button("Assess", key="context_assess", type="primary", disabled=missing is not None,
                  help="Send the prompt below to the configured language model; a prompt it "
                       "already answered is read back instead of sent again."):
         try:
-            verdict = resources.assess(chosen.vendor_id, chosen.criterion, chosen.strategy)
+            verdict = actions.assess(chosen.vendor_id, chosen.criterion, chosen.strategy)
             st.success(outcome_text(verdict))
         except LLMError as exc:
             st.error(str(exc))
         except EvidenceError as exc:
             widgets.show_error(exc, "The assessment failed")
-    show_verdict(resources.verdict_status(chosen.vendor_id, chosen.criterion, chosen.strategy))
+    show_verdict(actions.verdict_status(chosen.vendor_id, chosen.criterion, chosen.strategy))
 
 
 def render() -> None:
     """The page: the verdict, sizes, the entry map, then the context and the prompt to copy or
     download."""
-    chosen = resources.selection()
+    chosen = selection()
     widgets.header("LLM context", chosen, with_hash=True)
     chosen = widgets.require_selection(chosen)
-    trace = resources.current_trace(chosen)
+    trace = actions.current_trace(chosen)
     stem = f"{trace.vendor_id}_{trace.criterion_hash}_{trace.strategy}"
 
     show_assessment(chosen)

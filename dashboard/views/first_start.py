@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import resources
-from dashboard.resources import IndexingStatus
+from dashboard import first_start, resources
+from dashboard.first_start import IndexingStatus
 from dashboard.text import plain
 
 # How often the progress is redrawn, and so the longest wait for the pages once it is done.
@@ -27,7 +27,7 @@ def show(status: IndexingStatus) -> None:
 
 @st.fragment(run_every=REFRESH_S)
 def progress() -> None:
-    status = resources.sample_indexing(workbench)
+    status = first_start.sample_indexing(workbench)
     if status is None or status.state == "failed":
         st.rerun()  # the whole app: the pages, or the failure
     show(status)
@@ -41,13 +41,13 @@ with st.container():
         "The store is empty, so the workbench indexes the two sample vendors of sample_data/ "
         "once. The pages open by themselves when it is done; a later start opens them at "
         "once."))
-    status = resources.sample_indexing(workbench)
+    status = first_start.sample_indexing(workbench)
     if status is None:
         st.rerun()
     elif status.state == "failed":
         st.error(status.error)
         if st.button("Try again", help="Index the sample data again; what is stored is kept."):
-            resources.retry_sample_indexing(workbench)
+            first_start.retry_sample_indexing(workbench)
             st.rerun()
     else:
         progress()

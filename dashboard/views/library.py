@@ -23,7 +23,8 @@ from core.ingest.uploads import (
 )
 from core.reports import Progress, QuestionnaireIngestReport, VendorStatus
 from core.workbench import Workbench
-from dashboard import charts, resources, widgets
+from dashboard import actions, charts, resources, widgets
+from dashboard.selection import selected_vendor
 from dashboard.text import minute_utc, plain
 
 T = TypeVar("T")
@@ -255,7 +256,7 @@ def round_options(vendor: str | None) -> tuple[str, int, str | None]:
     if (st.session_state.get("sheet_round_for") != vendor_id
             or "sheet_round" not in st.session_state):
         st.session_state["sheet_round_for"] = vendor_id
-        st.session_state["sheet_round"] = min(resources.next_round_number(vendor_id),
+        st.session_state["sheet_round"] = min(actions.next_round_number(vendor_id),
                                               MAX_ROUND_NUMBER)
     number_col, time_col = st.columns(2)
     round_number = int(number_col.number_input(
@@ -324,8 +325,8 @@ def show_round_upload(workbench: Workbench, vendor: str | None,
 
     vendor_id, round_number, timestamp = round_options(vendor)
     try:
-        rounds = resources.read_rounds(uploads, vendor_id=vendor_id, round_number=round_number,
-                                       timestamp=timestamp)
+        rounds = actions.read_rounds(uploads, vendor_id=vendor_id, round_number=round_number,
+                                     timestamp=timestamp)
     except EvidenceError as exc:
         widgets.show_error(exc, "The rounds could not be read")
         show_outcome("rounds")
@@ -336,7 +337,7 @@ def show_round_upload(workbench: Workbench, vendor: str | None,
     show_preview(rounds, statuses, replace=replace)
     if st.button(ingest_label(rounds), key="ingest_spreadsheet_rounds", type="primary"):
         reports = run_ingest("Ingesting rounds:",
-                             lambda show: resources.ingest_rounds(rounds, show, replace=replace))
+                             lambda show: actions.ingest_rounds(rounds, show, replace=replace))
         if reports is not None:
             finish("rounds", rounds_outcome(reports))
     show_outcome("rounds")
@@ -372,7 +373,7 @@ def show_browser(workbench: Workbench, statuses: Sequence[VendorStatus],
 def render() -> None:
     """The page: counts, the two upload forms, and the chunk browser. It needs no criterion,
     nor a vendor: on an empty store it offers the uploads."""
-    vendor = resources.selected_vendor()
+    vendor = selected_vendor()
     widgets.header("Evidence library", vendor)
     if vendor is None:
         st.caption("No vendor selected in the sidebar.")

@@ -12,7 +12,8 @@ from core.config import MAX_ROUND_NUMBER
 from core.criteria import check_question
 from core.draft import DraftFormat, DraftRow
 from core.errors import EvidenceError, UserInputError
-from dashboard import resources, widgets
+from dashboard import actions, resources, widgets
+from dashboard.selection import selected_vendor
 from dashboard.text import plain, rounds_label
 
 EDITOR_KEY = "next_round_editor"
@@ -68,7 +69,7 @@ def round_number_input(vendor_id: str) -> int:
     if (st.session_state.get("next_round_for") != vendor_id
             or "next_round_number" not in st.session_state):
         st.session_state["next_round_for"] = vendor_id
-        st.session_state["next_round_number"] = min(resources.next_round_number(vendor_id),
+        st.session_state["next_round_number"] = min(actions.next_round_number(vendor_id),
                                                     MAX_ROUND_NUMBER)
     return int(st.number_input("Round number", min_value=1, max_value=MAX_ROUND_NUMBER, step=1,
                                key="next_round_number",
@@ -82,7 +83,7 @@ def show_downloads(chosen: Sequence[DraftRow], vendor_id: str, round_number: int
         data, problem = b"", None
         if chosen:
             try:
-                data = resources.draft_file(chosen, vendor_id, round_number, fmt)
+                data = actions.draft_file(chosen, vendor_id, round_number, fmt)
             except EvidenceError as exc:
                 problem = widgets.error_sentence(exc, f"The {fmt} draft failed")
         with column:
@@ -109,11 +110,11 @@ def how_to_ingest(vendor_id: str, round_number: int) -> str:
 def render() -> None:
     """The page: the criteria, the table to choose and word the questions, the downloads. It
     needs a vendor, not a criterion."""
-    vendor = resources.selected_vendor()
+    vendor = selected_vendor()
     widgets.header("Next round", vendor)
     vendor = widgets.require_vendor(vendor)
-    criteria = widgets.choose_criteria("next_round", resources.sample_entries(),
-                                       resources.uploaded_criteria)
+    criteria = widgets.choose_criteria("next_round", actions.sample_entries(),
+                                       actions.uploaded_criteria)
     if criteria is None:
         st.stop()
     try:

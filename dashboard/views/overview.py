@@ -7,7 +7,8 @@ import streamlit as st
 
 from core.context import evidence_source
 from core.models import RetrievalTrace
-from dashboard import charts, resources, widgets
+from dashboard import actions, charts, widgets
+from dashboard.selection import selection
 from dashboard.text import plain
 
 
@@ -86,9 +87,9 @@ def show_excerpts(trace: RetrievalTrace) -> None:
 def render() -> None:
     """The page: the trace's headline figures, then the follow-ups, the excerpts and the
     time each stage took."""
-    chosen = resources.selection()
+    chosen = selection()
     widgets.header("Criterion overview", chosen)
-    trace = resources.current_trace(widgets.require_selection(chosen))
+    trace = actions.current_trace(widgets.require_selection(chosen))
 
     hash_col, followups_col, excerpts_col, total_col = st.columns([2, 1, 1, 1])
     hash_col.metric("Criterion hash", trace.criterion_hash,

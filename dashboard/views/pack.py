@@ -10,7 +10,8 @@ import streamlit as st
 from core.errors import EvidenceError
 from core.report import EvidencePack, ReportFormat
 from core.strategies import DEFAULT_STRATEGY
-from dashboard import resources, widgets
+from dashboard import actions, resources, widgets
+from dashboard.selection import selected_vendor
 from dashboard.text import plain, rounds_label
 
 FORMATS: dict[ReportFormat, tuple[str, str, str]] = {  # label, file ending, MIME type
@@ -50,7 +51,7 @@ def file_name(pack: EvidencePack, fmt: ReportFormat) -> str:
 def render() -> None:
     """The page: the criteria, what the pack holds per criterion, and the downloads. It needs
     a vendor; the strategy is the sidebar's."""
-    vendor = resources.selected_vendor()
+    vendor = selected_vendor()
     widgets.header("Evidence pack", vendor)
     vendor = widgets.require_vendor(vendor)
     strategy = st.session_state.get("strategy") or DEFAULT_STRATEGY
@@ -59,8 +60,8 @@ def render() -> None:
                      "context holds with their sources, and the stored verdict if any. No "
                      "language model is asked here; verdicts are given on the LLM context "
                      "page."))
-    criteria = widgets.choose_criteria("pack", resources.sample_entries(),
-                                       resources.uploaded_criteria)
+    criteria = widgets.choose_criteria("pack", actions.sample_entries(),
+                                       actions.uploaded_criteria)
     if criteria is None:
         st.stop()
     try:
@@ -82,7 +83,7 @@ def render() -> None:
     columns = st.columns(len(FORMATS) + 1)  # the buttons side by side on the left
     for column, (fmt, (label, _, mime)) in zip(columns, FORMATS.items(), strict=False):
         with column:
-            st.download_button(label, resources.pack_file(pack, fmt),
+            st.download_button(label, actions.pack_file(pack, fmt),
                                file_name=file_name(pack, fmt), mime=mime,
                                key=f"pack_download_{fmt}", icon=":material/download:",
                                on_click="ignore")

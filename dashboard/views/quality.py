@@ -19,7 +19,8 @@ from core.llm.client import LLMError
 from core.quality import StrategyComparison, StrategyRun
 from core.strategies import DEFAULT_STRATEGY, STRATEGIES
 from core.verdicts import VerdictStatus
-from dashboard import charts, resources, widgets
+from dashboard import actions, charts, resources, widgets
+from dashboard.selection import selected_vendor
 from dashboard.styles import COMPLETE_STYLE, INCOMPLETE_STYLE, NONE_STYLE
 from dashboard.text import minute_utc, plain
 
@@ -342,7 +343,7 @@ def assess_with_every_strategy(vendor: str, criterion: str, strategies: Sequence
     try:
         for done, name in enumerate(strategies):
             bar.progress(done / len(strategies), text=f"Assessing with {name}...")
-            verdict = resources.assess(vendor, criterion, name)
+            verdict = actions.assess(vendor, criterion, name)
             read_back += verdict.cached
             sent += not verdict.cached
     except LLMError as exc:
@@ -372,7 +373,7 @@ def show_verdicts(vendor: str | None) -> None:
                "the list last compared. A stale verdict answered a prompt the store no longer "
                "gives (the evidence changed since); — means none is stored. Each strategy puts "
                "different evidence in the prompt, so their verdicts can differ.")
-    missing = resources.llm_missing()
+    missing = actions.llm_missing()
     if missing:
         st.info(missing)
     typed = (st.session_state.get("criterion") or "").strip()
@@ -383,7 +384,7 @@ def show_verdicts(vendor: str | None) -> None:
         st.info("Enter a criterion in the sidebar, or compare a list above.")
         return
     try:
-        statuses = resources.verdict_statuses(vendor, criteria, strategies)
+        statuses = actions.verdict_statuses(vendor, criteria, strategies)
     except EvidenceError as exc:
         widgets.show_error(exc, "The verdicts could not be read")
         return
@@ -399,7 +400,7 @@ def render() -> None:
     """The page: the recorded benchmarks, the live comparison, then the verdicts of every
     strategy. None needs a criterion, and the benchmarks need no vendor: each section has its
     own guard."""
-    vendor = resources.selected_vendor()
+    vendor = selected_vendor()
     widgets.header("Strategy quality")
     if "quality_criteria" not in st.session_state:
         st.session_state["quality_criteria"] = "\n".join(default_criteria())

@@ -19,7 +19,8 @@ from core.context import evidence_source
 from core.errors import EvidenceError
 from core.models import Candidate, RetrievalTrace
 from core.strategies import STRATEGIES
-from dashboard import charts, resources, widgets
+from dashboard import actions, charts, resources, widgets
+from dashboard.selection import Selection, selection
 
 FIRST_STAGE = "First-stage: cosine similarity of query and chunk embeddings (-1..1)"
 RERANK = "Rerank: cross-encoder relevance of the chunk to the criterion (0..1)"
@@ -173,7 +174,7 @@ def show_whatif(trace: RetrievalTrace, top_n: int, factor: float, cap: float | N
         column_config={"Base score": st.column_config.NumberColumn(format="%.3f")})
 
 
-def show_strategy_comparison(chosen: resources.Selection) -> None:
+def show_strategy_comparison(chosen: Selection) -> None:
     """Two strategies picked on the page, their contexts compared."""
     st.subheader("Compare two strategies")
     st.caption("Positions in each context (excerpts, then the follow-up entry); "
@@ -199,10 +200,10 @@ def show_strategy_comparison(chosen: resources.Selection) -> None:
 def render() -> None:
     """The page: what the scores mean, both rankings, the what-if boost, and two strategies
     side by side."""
-    chosen = resources.selection()
+    chosen = selection()
     widgets.header("Boosted vs unboosted", chosen)
     chosen = widgets.require_selection(chosen)
-    trace = resources.current_trace(chosen)
+    trace = actions.current_trace(chosen)
 
     top_n = trace.constants.top_reranked_n
     factor = trace.constants.followup_document_boost

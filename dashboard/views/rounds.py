@@ -11,7 +11,8 @@ import streamlit as st
 
 from core.analysis import RoundRow, round_progression
 from core.models import FollowupHit
-from dashboard import charts, resources, widgets
+from dashboard import actions, charts, resources, widgets
+from dashboard.selection import selection
 from dashboard.styles import ADDED_STYLE, REMOVED_STYLE
 from dashboard.text import diff_html, minute_utc, plain
 
@@ -74,10 +75,10 @@ def show_cards(rows: Sequence[RoundRow]) -> None:
 
 def render() -> None:
     """The page: counts per status, the timeline, the table, then every answer."""
-    chosen = resources.selection()
+    chosen = selection()
     widgets.header("Round progression", chosen)
     chosen = widgets.require_selection(chosen)
-    trace = resources.current_trace(chosen)
+    trace = actions.current_trace(chosen)
     linked = resources.linked_followups(chosen.vendor_id, chosen.criterion)
     if not linked:
         st.info(f"No follow-up round answered this criterion for {chosen.vendor_id}: no "

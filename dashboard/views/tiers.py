@@ -9,7 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from core.models import FATE_MEANING, FATE_STATUS, FollowupHit, RetrievalTrace
-from dashboard import charts, resources, widgets
+from dashboard import actions, charts, widgets
+from dashboard.selection import selection
 
 
 def _status(hit: FollowupHit, trace: RetrievalTrace) -> str:
@@ -88,9 +89,9 @@ def show_dropped(trace: RetrievalTrace) -> None:
 
 def render() -> None:
     """The page: the threshold and the cap, each path's follow-ups, and what was dropped."""
-    chosen = resources.selection()
+    chosen = selection()
     widgets.header("Precedence tiers", chosen)
-    trace = resources.current_trace(widgets.require_selection(chosen))
+    trace = actions.current_trace(widgets.require_selection(chosen))
 
     threshold = trace.constants.fuzzy_match_threshold
     cap = trace.constants.max_followup_rounds

@@ -13,7 +13,7 @@ from core.config import Settings
 from core.errors import ModelUnavailableError
 from core.hashing import criterion_hash
 from core.workbench import Workbench
-from dashboard import resources
+from dashboard import first_start, resources
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import DASHBOARD
 from tests.fakes import FakeEmbedder, FakeReranker
@@ -72,7 +72,7 @@ def _empty_workbench(tmp_path, monkeypatch, embedder) -> Workbench:
 def _wait_for_first_embedding(bench: Workbench) -> None:
     """Until the indexing has read acme's documents and waits at the gate to embed them."""
     for _ in range(600):  # bounded: the thread gets there in well under a second
-        status = resources.sample_indexing(bench)
+        status = first_start.sample_indexing(bench)
         if status is not None and status.detail == ACME_FILES_READ:
             return
         time.sleep(0.05)
@@ -107,7 +107,7 @@ def test_first_start_shows_the_indexing_at_once_then_opens_the_pages(tmp_path, m
         assert not at.sidebar.selectbox  # no page to pick a vendor on yet
     finally:
         embedder.gate.set()
-    assert resources.wait_for_sample_indexing(bench, timeout=120)
+    assert first_start.wait_for_sample_indexing(bench, timeout=120)
 
     at.run()
 
@@ -126,8 +126,8 @@ def test_a_second_session_watches_the_same_indexing(tmp_path, monkeypatch):
     embedder = GatedEmbedder()
     bench = _empty_workbench(tmp_path, monkeypatch, embedder)
     started = []
-    real_ingest = resources.ingest_sample
-    monkeypatch.setattr(resources, "ingest_sample",
+    real_ingest = first_start.ingest_sample
+    monkeypatch.setattr(first_start, "ingest_sample",
                         lambda *args: started.append(args) or real_ingest(*args))
     try:
         first = app().run()
@@ -137,7 +137,7 @@ def test_a_second_session_watches_the_same_indexing(tmp_path, monkeypatch):
         assert "acme" in _progress_text(second)
     finally:
         embedder.gate.set()
-    assert resources.wait_for_sample_indexing(bench, timeout=120)
+    assert first_start.wait_for_sample_indexing(bench, timeout=120)
 
     assert second.run().title[0].value == "Criterion overview"
     assert first.run().title[0].value == "Criterion overview"
@@ -149,7 +149,7 @@ def test_a_second_session_watches_the_same_indexing(tmp_path, monkeypatch):
 def test_a_failed_indexing_shows_one_sentence_and_can_be_tried_again(tmp_path, monkeypatch):
     bench = _empty_workbench(tmp_path, monkeypatch, MissingModelEmbedder())
     app().run()
-    assert resources.wait_for_sample_indexing(bench, timeout=60)
+    assert first_start.wait_for_sample_indexing(bench, timeout=60)
 
     at = app().run()
 
@@ -162,7 +162,7 @@ def test_a_failed_indexing_shows_one_sentence_and_can_be_tried_again(tmp_path, m
 
     bench._embedder = FakeEmbedder()  # the model installed, the reviewer tries again
     at.button[0].click().run()
-    assert resources.wait_for_sample_indexing(bench, timeout=120)
+    assert first_start.wait_for_sample_indexing(bench, timeout=120)
     at.run()
 
     assert not at.exception

@@ -1,0 +1,154 @@
+"""What the pages ask of the workbench beyond the cached views of dashboard.resources: the
+conversations and questions, uploaded rounds and criteria lists, verdicts, and the files the
+pages offer for download. Nothing here is cached; a write drops the views it makes stale."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import streamlit as st
+
+from core.config import MAX_CRITERION_CHARS
+from core.conversation.models import AskTurn, ConversationSummary
+from core.criteria import CriterionEntry
+from core.draft import DraftFormat, DraftRow, write_draft
+from core.errors import EvidenceError
+from core.hashing import criterion_hash
+from core.ingest import LoadedRound
+from core.ingest.uploads import (
+    UploadedRound,
+    ingest_loaded_rounds,
+    read_uploaded_criteria,
+    read_uploaded_rounds,
+)
+from core.llm.client import describe_missing
+from core.models import RetrievalTrace
+from core.report import EvidencePack, ReportFormat, render
+from core.reports import Progress, QuestionnaireIngestReport
+from core.verdicts import Assessor, Verdict, VerdictStatus, VerdictStore
+from dashboard import resources, widgets
+from dashboard.selection import Selection
+
+
+def current_trace(chosen: Selection) -> RetrievalTrace:
+    """The (cached) trace for the selection; a refusal or failure shows the error block and
+    stops the page."""
+    try:
+        return resources.retrieve(chosen.vendor_id, chosen.criterion, chosen.strategy)
+    except EvidenceError as exc:
+        widgets.stop_on_error(exc, "The retrieval failed")
+
+
+# Conversations are read fresh on every run: a turn asked in another session (or from the
+# command line) shows at once, and nothing of one vendor's is cached under another's key.
+def conversations(vendor_id: str) -> list[ConversationSummary]:
+    """The vendor's conversations, oldest first."""
+    return resources.get_workbench().conversations(vendor_id)
+
+
+def conversation_turns(vendor_id: str, conversation_id: str) -> list[AskTurn]:
+    """Every turn of one of the vendor's conversations."""
+    return resources.get_workbench().conversation(vendor_id, conversation_id)
+
+
+def ask(vendor_id: str, question: str, conversation_id: str | None) -> AskTurn:
+    """Ask, with a spinner; the turn is stored before it is shown."""
+    with st.spinner("Searching the evidence..."):
+        return resources.get_workbench().ask(vendor_id, question, conversation_id)
+
+
+def rerun_unanchored(vendor_id: str, turn: AskTurn) -> AskTurn:
+    """The same turn searched without the anchor boost (nothing is stored)."""
+    with st.spinner("Running the turn unanchored..."):
+        return resources.get_workbench().rerun(vendor_id, turn, anchored=False)
+
+
+# Questionnaire rounds and criteria lists from uploads --------------------------------------
+
+def read_rounds(uploads: Sequence[tuple[str, bytes]], *, vendor_id: str | None,
+                round_number: int | None, timestamp: str | None) -> list[UploadedRound]:
+    """Uploaded rounds read and validated, nothing written (read on every run: the checks
+    against the store must see it as it is now)."""
+    return read_uploaded_rounds(resources.get_workbench(), uploads, vendor_id=vendor_id,
+                                round_number=round_number, timestamp=timestamp)
+
+
+def ingest_rounds(rounds: Sequence[LoadedRound], progress: Progress | None = None, *,
+                  replace: bool = False) -> list[QuestionnaireIngestReport]:
+    """Write rounds already read (with `replace`, as the whole of their one round); every
+    cached view of the store is dropped after."""
+    reports = ingest_loaded_rounds(resources.get_workbench(), rounds, progress, replace=replace)
+    resources.store_changed()
+    return reports
+
+
+def uploaded_criteria(name: str, data: bytes) -> list[CriterionEntry]:
+    """A criteria list from an uploaded .txt, .csv or .xlsx file."""
+    return read_uploaded_criteria(name, data, max_chars=MAX_CRITERION_CHARS)
+
+
+def sample_entries() -> list[CriterionEntry]:
+    """The sidebar's sample criteria as a criteria list."""
+    return [CriterionEntry(text) for text in resources.sample_criteria()]
+
+
+# The next round's draft and the evidence pack, as files -------------------------------------
+
+def next_round_number(vendor_id: str) -> int:
+    """The vendor's last questionnaire round plus one (1 for a vendor without rounds)."""
+    rounds = [n for s in resources.vendor_statuses() if s.vendor_id == vendor_id
+              for n in s.rounds]
+    return max(rounds, default=0) + 1
+
+
+def draft_file(rows: Sequence[DraftRow], vendor_id: str, round_number: int,
+               fmt: DraftFormat) -> bytes:
+    """The draft's bytes in one format (.xlsx, .csv or .json)."""
+    return write_draft(rows, vendor_id=vendor_id, round_number=round_number, fmt=fmt)
+
+
+def pack_file(pack: EvidencePack, fmt: ReportFormat) -> str:
+    """The pack as Markdown, one HTML page, or JSON lines."""
+    return render(pack, fmt)
+
+
+# Verdicts -----------------------------------------------------------------------------------
+
+def llm_missing() -> str | None:
+    """The sentence naming the settings to set, or None when a language model is configured."""
+    return describe_missing(resources.get_workbench().settings)
+
+
+# Verdicts are read fresh on every run (a small read of the vendor's verdicts), so a verdict
+# given in another session or from the command line shows at once; the prompt they are
+# compared with is the cached trace's, the one the pages show (Workbench.verdict_status would
+# retrieve afresh).
+def verdict_status(vendor_id: str, criterion: str, strategy: str) -> VerdictStatus:
+    """The stored verdict for the criterion and strategy, current or stale, or none."""
+    workbench = resources.get_workbench()
+    return Assessor(workbench.settings, workbench.store, workbench.retrieve).status(
+        resources.retrieve(vendor_id, criterion, strategy))
+
+
+def verdict_statuses(vendor_id: str, criteria: Sequence[str], strategies: Sequence[str]
+                     ) -> dict[tuple[str, str], VerdictStatus | None]:
+    """(criterion, strategy) -> its stored verdict's status; None where no verdict is stored,
+    found without retrieving anything."""
+    stored = VerdictStore(resources.get_workbench().store, vendor_id)
+    found: dict[tuple[str, str], VerdictStatus | None] = {}
+    for criterion in criteria:
+        key = criterion_hash(criterion)
+        for strategy in strategies:
+            found[(criterion, strategy)] = (
+                verdict_status(vendor_id, criterion, strategy)
+                if stored.for_criterion(key, strategy) else None)
+    return found
+
+
+def assess(vendor_id: str, criterion: str, strategy: str) -> Verdict:
+    """The language model's verdict on the selection's prompt (read back when this model
+    already answered this very prompt); the evidence packs kept hold verdicts, so they go."""
+    with st.spinner(f"Asking the language model ({strategy})..."):
+        verdict = resources.get_workbench().assess(vendor_id, criterion, strategy)
+    resources.verdicts_changed()
+    return verdict
