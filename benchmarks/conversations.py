@@ -17,8 +17,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from core.answers.conversation.evaluation import evaluate, load_labelled  # noqa: E402
 from core.config import BENCHMARK_RESULTS_DIR, Settings  # noqa: E402
-from core.conversation.evaluation import evaluate, load_labelled  # noqa: E402
 from core.encoders.embedding import SentenceTransformerEmbedder  # noqa: E402
 from core.ingest.sample import DEFAULT_SAMPLE_DIR, ingest_sample  # noqa: E402
 from core.workbench import Workbench  # noqa: E402

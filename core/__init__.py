@@ -2,7 +2,7 @@
 
 from core.config import Settings
 from core.models import RetrievalTrace
-from core.strategies import DEFAULT_STRATEGY, STRATEGIES
+from core.retrieval.strategies import DEFAULT_STRATEGY, STRATEGIES
 from core.workbench import Workbench
 
 __all__ = ["DEFAULT_STRATEGY", "STRATEGIES", "RetrievalTrace", "Settings", "Workbench"]

@@ -160,7 +160,7 @@ def _with_id(data: dict, entry) -> dict:
 
 def _write_file(path: Path, data: bytes) -> Path:
     """Write a file the user asked for, whole or not at all (a temporary file renamed)."""
-    from core.output import write_output
+    from core.outputs.files import write_output
 
     return write_output(path, data, what="output")
 
@@ -272,7 +272,7 @@ def check(
 @app.command()
 def strategies() -> None:
     """List the retrieval strategies and the seed design each one implements."""
-    from core.strategies import DEFAULT_STRATEGY, STRATEGIES
+    from core.retrieval.strategies import DEFAULT_STRATEGY, STRATEGIES
 
     for strategy in STRATEGIES.values():
         default = " (default)" if strategy.name == DEFAULT_STRATEGY else ""
@@ -294,7 +294,7 @@ def retrieve(
     ] = OutputFormat.json,
 ) -> None:
     """Retrieve the evidence for each criterion and print the trace, context or prompt."""
-    from core.strategies import get_strategy
+    from core.retrieval.strategies import get_strategy
 
     get_strategy(strategy)
     criteria = _criteria(criterion, criteria_file)
@@ -335,7 +335,7 @@ def ask(
     if output_format is AskFormat.json:
         _emit(turn.model_dump(mode="json"))
         return
-    from core.conversation.answer import turn_text
+    from core.answers.conversation.answer import turn_text
 
     typer.echo(turn_text(turn))
 
@@ -355,7 +355,7 @@ def questionnaire_draft(
     """Write the next round for the vendor to fill in: one row per criterion, its question
     (the criterion text unless a question column gives another), an empty answer."""
     from core.config import MAX_ROUND_NUMBER
-    from core.draft import draft_format, plan_draft, write_draft
+    from core.outputs.draft import draft_format, plan_draft, write_draft
 
     fmt = draft_format(output)
     if round_number < 1 or round_number > MAX_ROUND_NUMBER:
@@ -391,8 +391,8 @@ def assess(
     """Send each criterion's prompt (as `retrieve --format prompt` prints it) to the
     configured language model and print its verdict; verdicts are kept in the store, and a
     prompt already answered is not sent again."""
-    from core.llm.client import describe_missing
-    from core.strategies import get_strategy
+    from core.answers.llm.client import describe_missing
+    from core.retrieval.strategies import get_strategy
 
     get_strategy(strategy)
     criteria = _criteria(criterion, criteria_file)
@@ -421,8 +421,8 @@ def report(
 ) -> None:
     """Write the vendor's evidence pack: per criterion, the linked follow-ups by round, the
     excerpts with their sources, the stored verdict if any, and the strategy used."""
-    from core.report import build_pack, render, report_format
-    from core.strategies import get_strategy
+    from core.outputs.report import build_pack, render, report_format
+    from core.retrieval.strategies import get_strategy
 
     fmt = report_format(output)
     get_strategy(strategy)

@@ -15,7 +15,6 @@ from typing import Protocol
 import numpy as np
 
 from core.config import Settings
-from core.conversation.models import AskTurn
 from core.encoders.embedding import Embedder
 from core.encoders.rerank import Reranker
 from core.models import (
@@ -72,14 +71,3 @@ class EvidenceIngest(Protocol):
     def ingest_questionnaires(self, payloads: Sequence[QuestionnairePayload], *,
                               replace: bool = ..., progress: Progress | None = ...
                               ) -> Iterator[QuestionnaireIngestReport]: ...
-
-
-class Asker(Protocol):
-    """What measuring conversations asks."""
-
-    settings: Settings
-
-    def ask(self, vendor_id: str, question: str, conversation_id: str | None = None, *,
-            anchored: bool = True, save: bool = True) -> AskTurn: ...
-
-    def rerun(self, vendor_id: str, turn: AskTurn, *, anchored: bool) -> AskTurn: ...

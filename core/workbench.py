@@ -1,8 +1,8 @@
 """The library's front door: ingest documents and rounds, report status, retrieve with a trace.
 
 Each public call checks its input and hands the work to the module that owns it: writes to
-`core.ingest.writer`, reads for people to `core.catalog`, retrieval to `core.retrieval`,
-verdicts to `core.verdicts`."""
+`core.ingest.writer`, reads for people to `core.retrieval.catalog`, retrieval to `core.retrieval`,
+verdicts to `core.answers.verdicts`."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from core.catalog import Catalog
+from core.answers.conversation.ask import AskPipeline
+from core.answers.conversation.models import AskTurn, ConversationSummary
+from core.answers.conversation.store import Conversations
+from core.answers.verdicts import Assessor, Verdict, VerdictStatus
 from core.config import Settings
-from core.conversation.ask import AskPipeline
-from core.conversation.models import AskTurn, ConversationSummary
 from core.criteria import check_criterion
 from core.encoders.embedding import (
     Embedder,
@@ -39,16 +40,17 @@ from core.models import (
     RetrievalTrace,
 )
 from core.reports import DocumentIngestReport, Progress, QuestionnaireIngestReport, VendorStatus
-from core.retrieval.run import StrategyRunner, build_trace
+from core.retrieval.catalog import Catalog
+from core.retrieval.run import StrategyRunner
 from core.retrieval.source import Query
 from core.retrieval.stages import Timings
+from core.retrieval.strategies import DEFAULT_STRATEGY, get_strategy
 from core.services import Services
 from core.store import EvidenceStore
-from core.strategies import DEFAULT_STRATEGY, get_strategy
-from core.verdicts import Assessor, Verdict, VerdictStatus
+from core.trace.build import build_trace
 
 if TYPE_CHECKING:
-    from core.check import CheckReport
+    from core.retrieval.check import CheckReport
 
 
 class Workbench:
@@ -217,8 +219,8 @@ class Workbench:
     def check(self, vendor_id: str, *, repair: bool = True) -> CheckReport:
         """Compare the vendor's lexical index with its store and look for what interrupted
         writes left; with `repair`, under the store's write lock, mend the index (sync, or
-        rebuild) and delete the leftovers that are safe to delete (see `core.check`)."""
-        from core.check import check_vendor
+        rebuild) and delete the leftovers that are safe to delete (see `core.retrieval.check`)."""
+        from core.retrieval.check import check_vendor
 
         return check_vendor(self.store, self.settings, self.runner, vendor_id, repair=repair)
 
@@ -240,11 +242,14 @@ class Workbench:
 
     def conversations(self, vendor_id: str) -> list[ConversationSummary]:
         """The vendor's conversations, oldest first."""
-        return self.catalog.conversations(vendor_id)
+        vendor = self.store.open_vendor(vendor_id)
+        return Conversations(self.store, vendor.vendor_id).summaries()
 
     def conversation(self, vendor_id: str, conversation_id: str) -> list[AskTurn]:
         """Every turn of one of the vendor's conversations; another vendor's id is refused."""
-        return self.catalog.conversation(vendor_id, conversation_id)
+        vendor = self.store.open_vendor(vendor_id)
+        conversations = Conversations(self.store, vendor.vendor_id)
+        return conversations.turns(conversations.check_id(conversation_id))
 
     # Retrieve ----------------------------------------------------------------------------
 

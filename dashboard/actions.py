@@ -8,10 +8,11 @@ from collections.abc import Sequence
 
 import streamlit as st
 
+from core.answers.conversation.models import AskTurn, ConversationSummary
+from core.answers.llm.client import describe_missing
+from core.answers.verdicts import Assessor, Verdict, VerdictStatus, VerdictStore
 from core.config import MAX_CRITERION_CHARS
-from core.conversation.models import AskTurn, ConversationSummary
 from core.criteria import CriterionEntry
-from core.draft import DraftFormat, DraftRow, write_draft
 from core.errors import EvidenceError
 from core.hashing import criterion_hash
 from core.ingest import LoadedRound
@@ -21,11 +22,10 @@ from core.ingest.uploads import (
     read_uploaded_criteria,
     read_uploaded_rounds,
 )
-from core.llm.client import describe_missing
 from core.models import RetrievalTrace
-from core.report import EvidencePack, ReportFormat, render
+from core.outputs.draft import DraftFormat, DraftRow, write_draft
+from core.outputs.report import EvidencePack, ReportFormat, render
 from core.reports import Progress, QuestionnaireIngestReport
-from core.verdicts import Assessor, Verdict, VerdictStatus, VerdictStore
 from dashboard import resources, widgets
 from dashboard.selection import Selection
 

@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from any fol
 
 from core.errors import EvidenceError  # noqa: E402
 from core.installation import installation_problem  # noqa: E402
-from core.strategies import DEFAULT_STRATEGY, STRATEGIES  # noqa: E402
+from core.retrieval.strategies import DEFAULT_STRATEGY, STRATEGIES  # noqa: E402
 from dashboard import first_start, resources  # noqa: E402
 
 st.set_page_config(page_title="Evidence precedence workbench", layout="wide")

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from core.analysis import RankedItem, RoundRow
 from core.models import FollowupHit
+from core.trace.analysis import RankedItem, RoundRow
 from dashboard.styles import (
     AMBER,
     BLUE,

@@ -15,11 +15,11 @@ import streamlit as st
 from core.bench.results import LoadedResults, load_results
 from core.config import Settings
 from core.criteria import CriterionEntry
-from core.draft import DraftRow, plan_draft
 from core.ingest.sample import DEFAULT_SAMPLE_DIR, load_criteria
 from core.models import FollowupHit, RetrievalTrace
-from core.quality import StrategyComparison, compare_strategies
-from core.report import EvidencePack, build_pack
+from core.outputs.draft import DraftRow, plan_draft
+from core.outputs.quality import StrategyComparison, compare_strategies
+from core.outputs.report import EvidencePack, build_pack
 from core.reports import VendorStatus
 from core.workbench import Workbench
 
@@ -221,7 +221,7 @@ def cached_comparison(vendor_id: str, criteria: Sequence[str]) -> StrategyCompar
 
 def compare(vendor_id: str, criteria: Sequence[str],
             progress: Callable[[str, int, int], None] | None = None) -> StrategyComparison:
-    """Every strategy on every criterion (core.quality), unless already run and kept."""
+    """Every strategy on every criterion (core.outputs.quality), unless already run and kept."""
     key = (vendor_id, tuple(criteria), store_state(vendor_id))
     comparisons = _comparisons()
     found = comparisons.get(key)

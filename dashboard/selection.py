@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from core.strategies import DEFAULT_STRATEGY
+from core.retrieval.strategies import DEFAULT_STRATEGY
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ import re
 from collections.abc import Sequence
 from datetime import UTC
 
-from core.analysis import answer_diff
 from core.models import parse_iso_timestamp
+from core.trace.analysis import answer_diff
 from dashboard.styles import ADDED_STYLE, REMOVED_STYLE
 
 # A hyphen inside a word ("AES-256") can start no list, rule or heading: it is left as typed.

@@ -1,10 +1,11 @@
-"""core.analysis: rank moves, what-if boosts, entry boosts, comparisons, round progression."""
+"""core.trace.analysis: rank moves, what-if boosts, entry boosts, comparisons, round progression."""
 
 from __future__ import annotations
 
 import pytest
 
-from core.analysis import (
+from core.models import Candidate, FollowupHit, RerankerStatus, RetrievalTrace
+from core.trace.analysis import (
     answer_diff,
     compare_traces,
     context_map,
@@ -14,7 +15,6 @@ from core.analysis import (
     round_progression,
     whatif_ranking,
 )
-from core.models import Candidate, FollowupHit, RerankerStatus, RetrievalTrace
 
 
 def cand(cid: str, score: float, *, doc_type: str = "tc_files", rank: int = 1,

@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
+from core.answers.conversation.evaluation import evaluate, load_labelled
 from core.config import Settings
-from core.conversation.evaluation import evaluate, load_labelled
 from core.workbench import Workbench
 
 pytestmark = pytest.mark.model

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from core.answers.llm.client import LLMError
+from core.answers.verdicts import VerdictAnswer
 from core.errors import UserInputError
-from core.llm.client import LLMError
 from core.store import verdicts_collection_name
-from core.verdicts import VerdictAnswer
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker

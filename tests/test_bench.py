@@ -16,8 +16,8 @@ from core.cli import main
 from core.config import Settings
 from core.hashing import criterion_hash
 from core.ingest.documents import DocumentFile, prepare_document
-from core.quality import percentile
-from core.strategies import STRATEGIES
+from core.outputs.quality import percentile
+from core.retrieval.strategies import STRATEGIES
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
 

@@ -46,7 +46,7 @@ import pytest
 from core.config import Settings
 from core.models import DOCUMENT_SOURCE_TYPE, FOLLOWUP_SOURCE_TYPE
 from core.reports import VendorStatus
-from core.strategies import STRATEGIES
+from core.retrieval.strategies import STRATEGIES
 from core.workbench import Workbench
 from tests.chroma_server import ChromaServer
 from tests.conftest import AES_CRITERION

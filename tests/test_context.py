@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from core.context import NO_RESPONSES, format_context_xml, format_prompt
 from core.hashing import criterion_hash, format_embedding_content
 from core.models import Candidate, FollowupHit
+from core.trace.context import NO_RESPONSES, format_context_xml, format_prompt
 from tests.conftest import AES_CRITERION
 
 

@@ -2,7 +2,7 @@
 structure, and every vendor string comes back out exactly as written, up to the documented
 normalisation.
 
-Documented normalisation (core/context.py):
+Documented normalisation (core/trace/context.py):
 - XML context: characters XML 1.0 cannot carry (C0 controls other than TAB/LF/CR, lone
   surrogates, U+FFFE, U+FFFF) become U+FFFD; CR LF and a lone CR become LF (what every XML
   parser reads them as anyway). In the multi-round follow-up entry every line break of a
@@ -31,16 +31,16 @@ from datetime import UTC, datetime, timedelta, timezone
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from core.context import (
+from core.hashing import content_hash, criterion_hash, format_embedding_content
+from core.models import Candidate, FollowupHit
+from core.retrieval.strategies import STRATEGIES
+from core.trace.context import (
     NO_DOCUMENTS,
     NO_RESPONSES,
     evidence_source,
     format_context_xml,
     format_prompt,
 )
-from core.hashing import content_hash, criterion_hash, format_embedding_content
-from core.models import Candidate, FollowupHit
-from core.strategies import STRATEGIES
 from tests.conftest import AES_CRITERION
 
 PURE = settings(max_examples=200, deadline=None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.conversation.continuation import Closeness, decide, expanded_query, subject_words
+from core.answers.conversation.continuation import Closeness, decide, expanded_query, subject_words
 
 CLOSE = Closeness(previous=0.55, store=0.58)
 FAR = Closeness(previous=0.20, store=0.61)

@@ -11,15 +11,15 @@ close a chat message, every line break, NUL, and lone surrogates where text can 
 before it is stored; a language model's reply can hold both).
 
 Documented normalisation:
-- Prompts (core/context.py `quoted`, `one_line`): characters XML 1.0 cannot carry become
+- Prompts (core/trace/context.py `quoted`, `one_line`): characters XML 1.0 cannot carry become
   U+FFFD; vendor text is split where str.splitlines() splits, each line loses its trailing
   white space; continuation lines are indented by two spaces (by four under a questionnaire
   answer's `Q:`/`A:`); a document's label is put on one line. The previous answer is cut to
   its first 2000 characters, an earlier message to its first 500.
 - A question is stored with its ends trimmed (core/criteria.py `check_question`).
-- A language model's reply has every lone surrogate replaced by U+FFFD (core/llm/client.py);
+- A language model's reply has every lone surrogate replaced by U+FFFD (core/answers/llm/client.py);
   its answer and suggested questions are trimmed, its reason put on one line.
-- Text format (core/conversation/answer.py `turn_text`): a generated answer is indented by
+- Text format (core/answers/conversation/answer.py `turn_text`): a generated answer is indented by
   two spaces, as in the prompts; the search query, the reason, document names and suggested
   questions are put on one line.
 
@@ -45,8 +45,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from core.cli import main
-from core.conversation.answer import (
+from core.answers.conversation.answer import (
     ANSWER_SYSTEM,
     NOT_GENERATED,
     answer_messages,
@@ -55,19 +54,20 @@ from core.conversation.answer import (
     related_topics,
     turn_text,
 )
-from core.conversation.ask import (
+from core.answers.conversation.ask import (
     EARLIER_MESSAGE_CHARS,
     RECENT_ANSWER_CHARS,
     REFORMULATION_SYSTEM,
     reformulation_messages,
 )
-from core.conversation.models import (
+from core.answers.conversation.models import (
     AnswerEvidence,
     AskTurn,
     Continuation,
     HistoryMessage,
 )
-from core.conversation.store import Conversations
+from core.answers.conversation.store import Conversations
+from core.cli import main
 from core.models import FollowupHit
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker, point_the_command_at

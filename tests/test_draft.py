@@ -13,12 +13,12 @@ import openpyxl
 import pytest
 
 from core.criteria import CriterionEntry
-from core.draft import DraftRow, draft_format, plan_draft, write_draft
 from core.errors import UnknownVendorError, UserInputError
 from core.hashing import criterion_hash
 from core.ingest.questionnaire import parse_payload_bytes
 from core.ingest.spreadsheets import load_criteria_file, spreadsheet_round
 from core.models import PayloadLimits
+from core.outputs.draft import DraftRow, draft_format, plan_draft, write_draft
 from tests.conftest import AES_CRITERION
 from tests.support.snapshot import assert_unchanged, store_snapshot
 

@@ -25,12 +25,12 @@ from pathlib import Path
 
 import pytest
 
+from core.answers.verdicts import VerdictStore, prompt_sha256
 from core.cli import main
 from core.hashing import criterion_hash
 from core.models import RerankerStatus
 from core.retrieval.lexical import index_path
 from core.store import verdicts_collection_name
-from core.verdicts import VerdictStore, prompt_sha256
 from core.workbench import Workbench
 from tests import test_faults
 from tests.fakes import FakeEmbedder, FakeReranker

@@ -12,7 +12,7 @@ import pytest
 from core.config import Settings
 from core.retrieval.fusion import HybridSearch, ranks_of, reciprocal_rank_fusion
 from core.retrieval.source import Neighbour, Query, StoredChunk
-from core.strategies import DEFAULT_STRATEGY, STRATEGIES
+from core.retrieval.strategies import DEFAULT_STRATEGY, STRATEGIES
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
 

@@ -13,8 +13,8 @@ from core.hashing import (
     criterion_hash,
     criterion_question_hash,
     format_embedding_content,
-    question_similarity,
 )
+from core.retrieval.similarity import question_similarity
 from tests.conftest import AES_CRITERION
 
 HEX16 = re.compile(r"[0-9a-f]{16}")
@@ -134,7 +134,7 @@ def test_lightly_edited_question_is_above_threshold():
     ("Does the vendor encrypt data at rest using AES-256", []),  # punctuation only
 ])
 def test_typo_corrections_names_the_corrected_words(linked, fixed):
-    from core.hashing import typo_corrections
+    from core.retrieval.similarity import typo_corrections
 
     criterion = linked.replace("authentcation", "authentication").replace("encrpyt", "encrypt")
     if not criterion.endswith("?"):
@@ -157,7 +157,7 @@ def test_typo_corrections_names_the_corrected_words(linked, fixed):
      "Does the vendor decrypt data at rest using AES-256?"),
 ])
 def test_edits_that_change_the_question_are_not_typos(criterion, linked):
-    from core.hashing import criterion_similarity, typo_corrections
+    from core.retrieval.similarity import criterion_similarity, typo_corrections
 
     assert typo_corrections(criterion, linked) is None
     if "TLS" not in linked:  # character similarity alone would have called these the same

@@ -14,7 +14,7 @@ from collections import defaultdict
 import pytest
 
 from core.hashing import criterion_hash, normalize_text
-from core.strategies import STRATEGIES
+from core.retrieval.strategies import STRATEGIES
 from tests.conftest import AES_CRITERION, SAMPLE_DATA, sample_workbench_on
 
 pytestmark = pytest.mark.model

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import UnknownVendorError, UserInputError
-from core.strategies import STRATEGIES
+from core.retrieval.strategies import STRATEGIES
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.support.store import get_all

@@ -10,10 +10,9 @@ from html.parser import HTMLParser
 import pytest
 from markdown_it import MarkdownIt
 
-from core.context import evidence_source
 from core.criteria import CriterionEntry
 from core.errors import UserInputError
-from core.report import (
+from core.outputs.report import (
     build_pack,
     render_html,
     render_jsonl,
@@ -21,6 +20,7 @@ from core.report import (
     report_format,
     write_report,
 )
+from core.trace.context import evidence_source
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.test_assess import (

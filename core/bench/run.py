@@ -29,7 +29,7 @@ from pydantic import BaseModel
 from core.bench.corpus import DEFAULT_SEED, MAX_QUERIES, Corpus, generate_corpus
 from core.config import Settings
 from core.errors import EvidenceError, UserInputError
-from core.quality import ids_in_context, percentile
+from core.outputs.quality import ids_in_context, percentile
 from core.reports import Progress
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def run_bench(chunks: int = 10_000, queries: int = 50, *, seed: int = DEFAULT_SE
               workdir: Path | None = None) -> BenchResult:
     """Generate, encode, ingest and retrieve; the throw-away store is removed afterwards."""
     from core.encoders.embedding import SentenceTransformerEmbedder
-    from core.strategies import STRATEGIES
+    from core.retrieval.strategies import STRATEGIES
 
     check_bench_arguments(chunks, queries)
     base = settings or Settings()

@@ -233,8 +233,8 @@ class LexicalIndex:
         so a rebuild is always safe. A sync trusts the index's own records of what it holds
         (the versions and follow-up fingerprints); rows that disagree with those records (lost,
         altered, or of no recorded version) are mended only by a rebuild, which `evidence
-        check` (core/check.py) runs when it finds them. The tables are dropped and made again
-        rather than emptied: a damaged full-text index cannot be emptied row by row."""
+        check` (core/retrieval/check.py) runs when it finds them. The tables are dropped and
+        made again rather than emptied: a damaged full-text index cannot be emptied row by row."""
         collection_id = self._vendor.collection_id
         wanted = {(k, v) for k, v in self._versions.items()}
         with self._connection() as db:

@@ -1,6 +1,6 @@
 """Whether a vendor's lexical index agrees with its committed store: every difference counted
 once and classed as `behind` (the next sync mends it by itself) or `drift` (only a rebuild
-does). See `core.check` for what the index must hold; the index's own layout is
+does). See `core.retrieval.check` for what the index must hold; the index's own layout is
 `core.retrieval.lexical`'s, read here in one transaction."""
 
 from __future__ import annotations

@@ -13,12 +13,6 @@ import numpy as np
 
 from core.config import Settings
 from core.encoders.rerank import Reranker
-from core.hashing import (
-    criterion_similarity,
-    question_similarity,
-    typo_corrections,
-    typographic_differences,
-)
 from core.models import (
     BoostOutcome,
     Candidate,
@@ -28,6 +22,12 @@ from core.models import (
     by_round,
 )
 from core.retrieval.links import Links
+from core.retrieval.similarity import (
+    criterion_similarity,
+    question_similarity,
+    typo_corrections,
+    typographic_differences,
+)
 from core.retrieval.source import CandidateSource, Query, RecordReader, StoredChunk, Where
 from core.store import followup_canonical_hash, is_withdrawn
 

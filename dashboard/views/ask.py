@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
-from core.analysis import move_label
-from core.conversation.models import AnswerEvidence, AskTurn, ConversationSummary
+from core.answers.conversation.models import AnswerEvidence, AskTurn, ConversationSummary
 from core.errors import EvidenceError
+from core.trace.analysis import move_label
 from dashboard import actions, widgets
 from dashboard.selection import selected_vendor
 from dashboard.text import minute_utc, plain

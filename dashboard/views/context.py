@@ -8,11 +8,11 @@ from typing import Literal
 import pandas as pd
 import streamlit as st
 
-from core.analysis import ContextEntry, context_map
+from core.answers.llm.client import LLMError
+from core.answers.verdicts import NO_VERDICT, Verdict, VerdictStatus
 from core.errors import EvidenceError
-from core.llm.client import LLMError
 from core.models import RetrievalTrace
-from core.verdicts import NO_VERDICT, Verdict, VerdictStatus
+from core.trace.analysis import ContextEntry, context_map
 from dashboard import actions, resources, widgets
 from dashboard.selection import Selection, selection
 from dashboard.text import minute_utc, plain, rounds_label

@@ -10,8 +10,8 @@ import streamlit as st
 
 from core.config import MAX_ROUND_NUMBER
 from core.criteria import check_question
-from core.draft import DraftFormat, DraftRow
 from core.errors import EvidenceError, UserInputError
+from core.outputs.draft import DraftFormat, DraftRow
 from dashboard import actions, resources, widgets
 from dashboard.selection import selected_vendor
 from dashboard.text import plain, rounds_label

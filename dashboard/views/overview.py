@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.context import evidence_source
 from core.models import RetrievalTrace
+from core.trace.context import evidence_source
 from dashboard import actions, charts, widgets
 from dashboard.selection import selection
 from dashboard.text import plain

@@ -8,8 +8,8 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import EvidenceError
-from core.report import EvidencePack, ReportFormat
-from core.strategies import DEFAULT_STRATEGY
+from core.outputs.report import EvidencePack, ReportFormat
+from core.retrieval.strategies import DEFAULT_STRATEGY
 from dashboard import actions, resources, widgets
 from dashboard.selection import selected_vendor
 from dashboard.text import plain, rounds_label

@@ -10,15 +10,15 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
+from core.answers.llm.client import LLMError
+from core.answers.verdicts import VerdictStatus
 from core.bench.results import crowding_curve, parse_result
 from core.bench.run import FLOOR_N_RESULTS, BenchResult
 from core.config import MAX_CRITERION_CHARS
 from core.errors import EvidenceError, UserInputError
 from core.ingest.sample import criteria_lines
-from core.llm.client import LLMError
-from core.quality import StrategyComparison, StrategyRun
-from core.strategies import DEFAULT_STRATEGY, STRATEGIES
-from core.verdicts import VerdictStatus
+from core.outputs.quality import StrategyComparison, StrategyRun
+from core.retrieval.strategies import DEFAULT_STRATEGY, STRATEGIES
 from dashboard import actions, charts, resources, widgets
 from dashboard.selection import selected_vendor
 from dashboard.styles import COMPLETE_STYLE, INCOMPLETE_STYLE, NONE_STYLE

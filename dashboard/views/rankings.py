@@ -6,7 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.analysis import (
+from core.errors import EvidenceError
+from core.models import Candidate, RetrievalTrace
+from core.retrieval.strategies import STRATEGIES
+from core.trace.analysis import (
     RankedItem,
     base_score,
     compare_traces,
@@ -15,10 +18,7 @@ from core.analysis import (
     ranked_items,
     whatif_ranking,
 )
-from core.context import evidence_source
-from core.errors import EvidenceError
-from core.models import Candidate, RetrievalTrace
-from core.strategies import STRATEGIES
+from core.trace.context import evidence_source
 from dashboard import actions, charts, resources, widgets
 from dashboard.selection import Selection, selection
 

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
-from core.analysis import RoundRow, round_progression
 from core.models import FollowupHit
+from core.trace.analysis import RoundRow, round_progression
 from dashboard import actions, charts, resources, widgets
 from dashboard.selection import selection
 from dashboard.styles import ADDED_STYLE, REMOVED_STYLE

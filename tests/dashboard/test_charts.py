@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from core.analysis import RankedItem, RoundRow
 from core.models import FollowupHit
+from core.trace.analysis import RankedItem, RoundRow
 from dashboard import charts
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from core.context import evidence_source
 from core.hashing import criterion_hash
+from core.trace.context import evidence_source
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import page
 

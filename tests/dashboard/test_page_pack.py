@@ -9,7 +9,7 @@ import pytest
 import streamlit as st
 
 from core.criteria import CriterionEntry
-from core.report import CriterionPack, EvidencePack, build_pack
+from core.outputs.report import CriterionPack, EvidencePack, build_pack
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import page
 

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
+from core.answers.llm.client import describe_missing
 from core.ingest.questionnaire import parse_payload
-from core.llm.client import describe_missing
-from core.quality import StrategyComparison, StrategyRun
-from core.strategies import STRATEGIES as LIVE_STRATEGIES
+from core.outputs.quality import StrategyComparison, StrategyRun
+from core.retrieval.strategies import STRATEGIES as LIVE_STRATEGIES
 from dashboard import resources
 from dashboard.views import quality
 from tests.conftest import AES_CRITERION

@@ -3,8 +3,8 @@ and the comparison of two strategies."""
 
 from __future__ import annotations
 
-from core.analysis import compare_traces, entry_boost, move_label
-from core.context import evidence_source
+from core.trace.analysis import compare_traces, entry_boost, move_label
+from core.trace.context import evidence_source
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import page
 

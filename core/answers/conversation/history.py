@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from core.conversation.continuation import subject_words
-from core.conversation.models import HistoryMessage
-from core.conversation.store import Conversations
+from core.answers.conversation.continuation import subject_words
+from core.answers.conversation.models import HistoryMessage
+from core.answers.conversation.store import Conversations
 from core.retrieval.fusion import reciprocal_rank_fusion
 
 

@@ -17,13 +17,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from core.answers.llm.client import LLMClient, LLMError, describe_missing
 from core.config import Settings
 from core.errors import UserInputError
 from core.hashing import short_hash
-from core.llm.client import LLMClient, LLMError, describe_missing
 from core.models import RetrievalTrace
+from core.retrieval.strategies import DEFAULT_STRATEGY
 from core.store import EvidenceStore, Where
-from core.strategies import DEFAULT_STRATEGY
 
 VerdictValue = Literal["MET", "NOT_MET", "INCONCLUSIVE"]
 SCHEMA_NAME = "criterion_verdict"

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from core.models import FollowupHit, RerankerStatus, RetrievalTrace, by_round
 from core.reports import Progress
-from core.strategies import STRATEGIES
+from core.retrieval.strategies import STRATEGIES
 
 IN_CONTEXT_FATES = ("in_context", "excerpt")
 

@@ -7,7 +7,6 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.context import ContextEntry, context_entries, evidence_source
 from core.models import (
     FATE_MEANING,
     FATE_STATUS,
@@ -18,6 +17,7 @@ from core.models import (
     by_round,
 )
 from core.retrieval.stages import boost_followup_documents
+from core.trace.context import ContextEntry, context_entries, evidence_source
 
 
 def move_label(before: int | None, after: int | None) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core.retrieval.stages import RetrievalEnv, Timings, first_stage, rerank, select_top
-from core.strategies.base import Query, Strategy, StrategyResult
+from core.retrieval.strategies.base import Query, Strategy, StrategyResult
 
 
 def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:

@@ -14,8 +14,8 @@ from core.retrieval.stages import (
     select_top,
     split_followups,
 )
+from core.retrieval.strategies.base import Query, Strategy, StrategyResult
 from core.store import Where
-from core.strategies.base import Query, Strategy, StrategyResult
 
 
 def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from core.context import one_line, quoted, source_label
-from core.conversation.models import AnswerEvidence, AskTurn
+from core.answers.conversation.models import AnswerEvidence, AskTurn
 from core.models import FollowupHit
+from core.trace.context import one_line, quoted, source_label
 
 NOT_GENERATED = ("No language model is configured, so nothing below was generated: these are "
                  "the excerpts of the vendor's evidence that best answer the question, as "

@@ -15,22 +15,22 @@ from datetime import UTC, datetime
 import numpy as np
 from pydantic import BaseModel, Field
 
-from core.context import quoted
-from core.conversation import answer as answers
-from core.conversation.anchoring import AnchoredSearch, anchor_boost, describe
-from core.conversation.continuation import Closeness, decide, expanded_query
-from core.conversation.history import merge_history
-from core.conversation.models import AnswerEvidence, AskTurn, Continuation, HistoryMessage
-from core.conversation.store import Conversations, new_conversation_id
+from core.answers.conversation import answer as answers
+from core.answers.conversation.anchoring import AnchoredSearch, anchor_boost, describe
+from core.answers.conversation.continuation import Closeness, decide, expanded_query
+from core.answers.conversation.history import merge_history
+from core.answers.conversation.models import AnswerEvidence, AskTurn, Continuation, HistoryMessage
+from core.answers.conversation.store import Conversations, new_conversation_id
+from core.answers.llm.client import LLMClient, LLMError
 from core.criteria import check_question
 from core.hashing import criterion_hash
-from core.llm.client import LLMClient, LLMError
 from core.models import Candidate
 from core.retrieval import qa
 from core.retrieval.source import Query
 from core.retrieval.stages import RetrievalEnv, Timings
 from core.services import Services
 from core.store import VendorEvidence
+from core.trace.context import quoted
 
 
 class Reformulation(BaseModel):

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
-from core.context import evidence_source, one_line, response_date
+from core.answers.verdicts import NO_VERDICT, Assessor, Verdict, VerdictStatus
 from core.criteria import CriterionEntry
 from core.errors import UserInputError
 from core.models import by_round
-from core.output import write_output
+from core.outputs.files import write_output
 from core.reports import VendorStatus
-from core.strategies import get_strategy
-from core.verdicts import NO_VERDICT, Assessor, Verdict, VerdictStatus
+from core.retrieval.strategies import get_strategy
+from core.trace.context import evidence_source, one_line, response_date
 
 if TYPE_CHECKING:
     from core.services import EvidenceReader

@@ -4,8 +4,8 @@ number) the embedding blurs still reaches the reranker."""
 
 from __future__ import annotations
 
-from core.strategies import precedence
-from core.strategies.base import Strategy
+from core.retrieval.strategies import precedence
+from core.retrieval.strategies.base import Strategy
 
 STRATEGY = Strategy(
     name="hybrid",

@@ -16,7 +16,7 @@ from core.retrieval.stages import (
     select_top,
     top_by_first_stage,
 )
-from core.strategies.base import Query, Strategy, StrategyResult
+from core.retrieval.strategies.base import Query, Strategy, StrategyResult
 
 
 def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:

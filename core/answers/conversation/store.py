@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from core.conversation.models import AskTurn, ConversationSummary, HistoryMessage
+from core.answers.conversation.models import AskTurn, ConversationSummary, HistoryMessage
 from core.errors import UserInputError
 from core.store import EvidenceStore, Where
 from core.store.conversations import ConversationRecords

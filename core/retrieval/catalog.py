@@ -1,5 +1,6 @@
 """What the store holds, for people: vendor status, documents, stored chunks, and every
-follow-up linked to a criterion. Only committed evidence is counted or shown."""
+follow-up linked to a criterion (conversations are `core.answers.conversation.store`'s).
+Only committed evidence is counted or shown."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ from typing import Any
 import numpy as np
 
 from core.config import Settings
-from core.conversation.models import AskTurn, ConversationSummary
-from core.conversation.store import Conversations
 from core.hashing import criterion_hash
 from core.models import FOLLOWUP_SOURCE_TYPE, FollowupHit, by_round
 from core.reports import VendorStatus
@@ -64,17 +63,6 @@ class Catalog:
                 break
             offset += limit
         return rows[:limit]
-
-    def conversations(self, vendor_id: str) -> list[ConversationSummary]:
-        """The vendor's conversations, oldest first."""
-        vendor = self.store.open_vendor(vendor_id)
-        return Conversations(self.store, vendor.vendor_id).summaries()
-
-    def conversation(self, vendor_id: str, conversation_id: str) -> list[AskTurn]:
-        """Every turn of one of the vendor's conversations; another vendor's id is refused."""
-        vendor = self.store.open_vendor(vendor_id)
-        conversations = Conversations(self.store, vendor.vendor_id)
-        return conversations.turns(conversations.check_id(conversation_id))
 
     def linked_followups(self, vendor_id: str, criterion: str) -> list[FollowupHit]:
         """Every follow-up linked to the criterion by hash (its canonical hash, so a criterion

@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from core.answers.conversation.models import AskTurn
+from core.config import Settings
 from core.errors import UserInputError
 
-if TYPE_CHECKING:
-    from core.services import Asker
-
-LABELLED_TURNS = Path(__file__).resolve().parents[2] / "sample_data" / "conversations" / (
+LABELLED_TURNS = Path(__file__).resolve().parents[3] / "sample_data" / "conversations" / (
     "labelled_turns.json")
 
 
@@ -72,6 +71,17 @@ def _share(sources: list[str], anchors: set[str]) -> float:
     return sum(s in anchors for s in sources) / len(sources) if sources else 0.0
 
 
+class Asker(Protocol):
+    """What measuring conversations asks."""
+
+    settings: Settings
+
+    def ask(self, vendor_id: str, question: str, conversation_id: str | None = None, *,
+            anchored: bool = True, save: bool = True) -> AskTurn: ...
+
+    def rerun(self, vendor_id: str, turn: AskTurn, *, anchored: bool) -> AskTurn: ...
+
+
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
@@ -81,7 +91,7 @@ def evaluate(workbenches: dict[str, Asker], labelled: list[LabelledTurn]
     """Ask every conversation of the set (with the first workbench's settings, stored), then
     re-run each later turn with every anchoring form: continuations as asked, topic shifts
     anchored to the previous answer's documents as if the detector had erred."""
-    from core.conversation.anchoring import anchor_boost
+    from core.answers.conversation.anchoring import anchor_boost
 
     main = next(iter(workbenches.values()))
     result = ConversationEvaluation(turns=len(labelled),

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from core.conversation.models import Continuation
+from core.answers.conversation.models import Continuation
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9'-]*")
 REFERENCE_WORDS = frozenset({

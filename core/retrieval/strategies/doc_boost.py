@@ -11,7 +11,7 @@ from core.retrieval.stages import (
     rerank,
     select_top,
 )
-from core.strategies.base import Query, Strategy, StrategyResult
+from core.retrieval.strategies.base import Query, Strategy, StrategyResult
 
 
 def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:

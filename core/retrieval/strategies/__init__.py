@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 from core.errors import UserInputError
-from core.strategies import doc_boost, hash_extraction, hybrid, precedence, semantic, tiered
-from core.strategies.base import Query, Strategy, StrategyResult
+from core.retrieval.strategies import (
+    doc_boost,
+    hash_extraction,
+    hybrid,
+    precedence,
+    semantic,
+    tiered,
+)
+from core.retrieval.strategies.base import Query, Strategy, StrategyResult
 
 STRATEGIES: dict[str, Strategy] = {
     s.name: s for s in (

@@ -1,0 +1,34 @@
+"""One strategy's result turned into its trace: the parts, the context and prompt laid out from
+them, the constants in force, every stage's time."""
+
+from __future__ import annotations
+
+import time
+
+from core.config import Settings
+from core.models import RerankerStatus, RetrievalTrace, SeedConstants
+from core.retrieval.source import Query
+from core.retrieval.stages import Timings
+from core.retrieval.strategies import Strategy
+from core.retrieval.strategies.base import StrategyResult
+from core.trace.context import format_context_xml, format_prompt
+
+
+def build_trace(*, vendor_id: str, query: Query, strategy: Strategy, result: StrategyResult,
+                notes: list[str], reranker_status: RerankerStatus, embedding_model: str,
+                settings: Settings, timings: Timings, started: float) -> RetrievalTrace:
+    """The trace of one run: the strategy's parts, the context and prompt laid out from
+    them, the constants in force and every stage's time since `started`."""
+    with timings.stage("format"):
+        context = format_context_xml(result.evidence, result.followups)
+        prompt = format_prompt(query.text, result.evidence, result.followups)
+    timings.ms["total"] = (time.perf_counter() - started) * 1000.0
+    return RetrievalTrace(
+        vendor_id=vendor_id, criterion=query.text, criterion_hash=query.criterion_hash,
+        strategy=strategy.name, reranker=reranker_status, embedding_model=embedding_model,
+        constants=SeedConstants(**settings.seed_constants()), context=context, prompt=prompt,
+        followups=result.followups, evidence=result.evidence, first_stage=result.first_stage,
+        hash_path=result.hash_path, semantic_path=result.semantic_path,
+        reranked=result.reranked, dropped_followups=result.dropped_followups, notes=notes,
+        timings_ms={k: round(v, 3) for k, v in timings.ms.items()}, boost=result.boost,
+    )
