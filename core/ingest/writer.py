@@ -19,7 +19,7 @@ write them are not written again."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +32,7 @@ from core.encoders.embedding import Embedder
 from core.errors import UserInputError
 from core.hashing import short_hash
 from core.ingest.documents import PreparedDocument, check_documents, prepare_document
-from core.ingest.questionnaire import parse_payload, payload_records
+from core.ingest.questionnaire import check_batch_vendor_ids, parse_payload, payload_records
 from core.models import (
     DOCUMENT_SOURCE_TYPE,
     PayloadLimits,
@@ -338,6 +338,25 @@ class EvidenceWriter:
             vendor.write_chunks([*plan.records, *plan.markers], np.concatenate(parts))
         # 3. the markers, 4. the tombstones
         delete_withdrawn(vendor, plan.delete_records, plan.delete_links)
+
+    def rounds(self, payloads: Sequence[QuestionnairePayload], *, replace: bool = False,
+               progress: Progress | None = None) -> Iterator[QuestionnaireIngestReport]:
+        """Several rounds: every vendor id is checked before the first is written (a refusal
+        never leaves half a batch), then one report per round as it is stored.
+
+        With `replace`, the payloads must all name one vendor and round (a replacement is one
+        atomic step, so one round at a time): they become that round, and one report says so."""
+        if replace:
+            check_one_round(payloads, what="files given to replace",
+                            why="a replacement makes one round at a time (in one atomic "
+                                "step); replace each round on its own")
+        check_batch_vendor_ids((p.vendor_id for p in payloads), self.store, self.embedder.name)
+        if replace:
+            if payloads:
+                yield self.round(list(payloads), replace=True, progress=progress)
+            return
+        for payload in payloads:
+            yield self.round(payload, progress=progress)
 
     # Shared --------------------------------------------------------------------------
 

@@ -64,6 +64,25 @@ class StrategyRunner:
             self.responses.warm(vendor.vendor_id, records, fingerprints)
         return self.responses.fetch(vendor.vendor_id, records, ids, fingerprints)
 
+    def store_state(self, vendor_id: str | None, embedding_model: str) -> str | None:
+        """A value that changes whenever what readers see of the vendor (of every vendor,
+        without one) changes, for caching views of it; None while a round is between its
+        link write and its responses' write (or for a store without generations), when a
+        view read now may change without a new generation, so nothing should be cached."""
+        known = self.store.vendor_ids()
+        vendors = [vendor_id] if vendor_id is not None else known
+        parts = []
+        for name in vendors:
+            if name not in known:
+                parts.append(f"{name}:absent")
+                continue
+            state = self.settled_state(self.store.open_vendor(name,
+                                                              embedding_model=embedding_model))
+            if state is None:
+                return None
+            parts.append(f"{name}:{state}")
+        return "|".join(parts)
+
     def settled_state(self, vendor: VendorStore) -> str | None:
         """The vendor's manifest generation, when every linked response is in the store as
         its link fingerprints it and the generation held while that was read; else None."""

@@ -6,12 +6,38 @@ from __future__ import annotations
 import time
 
 from core.config import Settings
+from core.criteria import check_criterion
+from core.hashing import criterion_hash
 from core.models import RerankerStatus, RetrievalTrace, SeedConstants
 from core.retrieval.source import Query
 from core.retrieval.stages import Timings
-from core.retrieval.strategies import Strategy
+from core.retrieval.strategies import Strategy, get_strategy
 from core.retrieval.strategies.base import StrategyResult
+from core.services import Services
 from core.trace.context import format_context_xml, format_prompt
+
+
+def retrieve(services: Services, vendor_id: str, criterion: str, strategy: str
+             ) -> RetrievalTrace:
+    """Run one strategy for one criterion of one vendor; every stage lands in the trace."""
+    chosen = get_strategy(strategy)
+    criterion = check_criterion(criterion)
+    started = time.perf_counter()
+    timings = Timings()
+    embedder = services.embedder()
+    vendor = services.store.open_vendor(vendor_id, embedding_model=embedder.name)
+    reranker, reranker_status = services.reranker()
+    with timings.stage("load_model"):  # ~0 once loaded; kept apart from query time
+        embedder.warm_up()
+    with timings.stage("embed_query"):
+        query = Query(text=criterion, criterion_hash=criterion_hash(criterion),
+                      embedding=services.embed_query(criterion))
+    result, notes = services.runner.run(chosen, vendor, query, reranker, reranker_status,
+                                        timings)
+    return build_trace(vendor_id=vendor_id, query=query, strategy=chosen, result=result,
+                       notes=notes, reranker_status=reranker_status,
+                       embedding_model=embedder.name, settings=services.settings,
+                       timings=timings, started=started)
 
 
 def build_trace(*, vendor_id: str, query: Query, strategy: Strategy, result: StrategyResult,

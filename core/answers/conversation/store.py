@@ -40,6 +40,11 @@ class Conversations:
         self.store = store
         self.vendor_id = vendor_id
 
+    @classmethod
+    def of(cls, store: EvidenceStore, vendor_id: str) -> Conversations:
+        """The conversations of a vendor the store holds (an unknown one is refused)."""
+        return cls(store, store.open_vendor(vendor_id).vendor_id)
+
     def _collection(self, *, create: bool = False) -> ConversationRecords | None:
         return self.store.conversations(self.vendor_id, create=create)
 
