@@ -248,7 +248,7 @@ class _Terminal(io.StringIO):
 
 
 def test_the_progress_bar_draws_each_stage_on_a_terminal_only(monkeypatch):
-    from core.cli import _progress_bar
+    from core.cli.base import _progress_bar
 
     terminal = _Terminal()
     monkeypatch.setattr("sys.stderr", terminal)

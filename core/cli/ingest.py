@@ -1,0 +1,77 @@
+"""`evidence ingest docs`, `ingest questionnaire` and `ingest sample`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from core.cli.base import _emit, _progress_bar, _sentence, _workbench, ingest_app
+
+
+@ingest_app.command("docs")
+def ingest_docs(
+    ctx: typer.Context,
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders (walked recursively).")],
+    vendor: Annotated[str, typer.Option(help="Vendor id, [A-Za-z0-9][A-Za-z0-9_-]{0,62}.")],
+    doc_type: Annotated[str, typer.Option(
+        "--type", help="tc_files, followup_document (needs --round) or soc2_summary:TRACK.")
+    ] = "tc_files",
+    round_number: Annotated[int | None, typer.Option(
+        "--round", help="Follow-up round the document was uploaded with.")] = None,
+) -> None:
+    """Ingest .md, .txt, .pdf, .docx, .html and .htm documents; unchanged files are skipped,
+    changed ones replaced."""
+    with _progress_bar() as progress:
+        report = _workbench(ctx).ingest_documents(vendor, paths, doc_type=doc_type,
+                                                  round_number=round_number, progress=progress)
+    _emit(report.model_dump(mode="json"))
+
+
+@ingest_app.command("questionnaire")
+def ingest_questionnaire(
+    ctx: typer.Context,
+    files: Annotated[list[Path], typer.Argument(
+        help="Bulk payload JSON files (seed 003), or .csv/.xlsx spreadsheets with the columns "
+             "criterion, question and answer.")],
+    vendor: Annotated[str | None, typer.Option(
+        help="Vendor id of the spreadsheet rounds (a JSON round names its own).")] = None,
+    round_number: Annotated[int | None, typer.Option(
+        "--round", help="Round number of the spreadsheet rounds.")] = None,
+    timestamp: Annotated[str | None, typer.Option(
+        help="ISO 8601 time the spreadsheet answers were given (default: now, in UTC).")
+    ] = None,
+    replace: Annotated[bool, typer.Option(
+        "--replace",
+        help="Make the round exactly the FILES given (all of one vendor and round; several "
+             "files of up to 100 responses each make one round together): stored answers "
+             "absent from them are removed in the same atomic step, and the JSON line adds "
+             "removed_count. Without it, files of a round add to the answers stored.")
+    ] = False,
+) -> None:
+    """Ingest follow-up questionnaire rounds; every file is validated before any is written.
+    Files of one round accumulate, unless --replace."""
+    workbench = _workbench(ctx)
+    rounds = workbench.load_rounds(files, vendor_id=vendor, round_number=round_number,
+                                   timestamp=timestamp)
+    for loaded in rounds:
+        for note in loaded.notes:
+            print(f"evidence: note: {_sentence(note)}", file=sys.stderr)
+    for report in workbench.ingest_questionnaires([r.payload for r in rounds],
+                                                  replace=replace):
+        _emit(report.model_dump(mode="json"))
+
+
+@ingest_app.command("sample")
+def ingest_sample_data(
+    ctx: typer.Context,
+    root: Annotated[Path | None, typer.Argument(help="Sample data folder.")] = None,
+) -> None:
+    """Ingest the bundled sample vendors (documents, follow-up documents, rounds)."""
+    from core.ingest.sample import DEFAULT_SAMPLE_DIR, ingest_sample
+
+    with _progress_bar() as progress:
+        for report in ingest_sample(_workbench(ctx), root or DEFAULT_SAMPLE_DIR, progress):
+            _emit(report)

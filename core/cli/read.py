@@ -1,0 +1,105 @@
+"""The commands that read the store: `status`, `check`, `strategies`, `retrieve`."""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from core.cli.base import CRITERIA_FILE_HELP, AskFormat, _criteria, _emit, _workbench, app
+
+
+class OutputFormat(StrEnum):
+    json = "json"
+    xml = "xml"
+    prompt = "prompt"
+
+
+def _with_id(data: dict, entry) -> dict:
+    """A JSON line with the criteria file's id of its criterion, where the file gave one."""
+    return {"criterion_id": entry.id, **data} if entry.id is not None else data
+
+
+@app.command()
+def status(
+    ctx: typer.Context,
+    vendor: Annotated[str | None, typer.Option(help="Only this vendor.")] = None,
+) -> None:
+    """One JSON line per vendor: documents, chunks, follow-up responses, rounds, types."""
+    for vendor_status in _workbench(ctx).status(vendor):
+        _emit(vendor_status.model_dump(mode="json"))
+
+
+@app.command()
+def check(
+    ctx: typer.Context,
+    vendor: Annotated[str, typer.Option(help="Vendor id.")],
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Only report; change nothing.")] = False,
+    output_format: Annotated[AskFormat, typer.Option(
+        "--format", help="json (one line, for machines) or text (for people).")
+    ] = AskFormat.json,
+) -> None:
+    """Check the vendor's lexical index against its store (every committed chunk and stored
+    answer indexed as stored, nothing else) and look for what interrupted writes left in the
+    store. Unless --dry-run, under the store's write lock: the index is synced or rebuilt
+    (it is derived from the store), and chunks of versions the manifest does not name and a
+    replaced round's leftover markers and tombstones are deleted. Exit 0 when consistent,
+    1 when something remains (each with the command that completes it)."""
+    report = _workbench(ctx).check(vendor, repair=not dry_run)
+    if output_format is AskFormat.json:
+        _emit(report.model_dump(mode="json"))
+    else:
+        typer.echo(report.text())
+    if not report.ok:
+        left = ", ".join(f"{name} {n}" for name, n in report.remaining.items())
+        print(f"evidence: error: Vendor {vendor!r} is not consistent ({left}); the report "
+              "says what completes it.", file=sys.stderr)
+        raise typer.Exit(1)
+
+
+@app.command()
+def strategies() -> None:
+    """List the retrieval strategies and the seed design each one implements."""
+    from core.retrieval.strategies import DEFAULT_STRATEGY, STRATEGIES
+
+    for strategy in STRATEGIES.values():
+        default = " (default)" if strategy.name == DEFAULT_STRATEGY else ""
+        typer.echo(f"{strategy.name}{default} [seed {strategy.seed}]: {strategy.summary}")
+
+
+@app.command()
+def retrieve(
+    ctx: typer.Context,
+    vendor: Annotated[str, typer.Option(help="Vendor id.")],
+    criterion: Annotated[str | None, typer.Option(help="The criterion question.")] = None,
+    criteria_file: Annotated[Path | None, typer.Option(
+        help=CRITERIA_FILE_HELP)] = None,
+    strategy: Annotated[str, typer.Option(
+        help="semantic, hash_extraction, doc_boost, tiered, precedence or hybrid.")
+    ] = "precedence",
+    output_format: Annotated[OutputFormat, typer.Option(
+        "--format", help="json (the trace), xml (the LLM context) or prompt.")
+    ] = OutputFormat.json,
+) -> None:
+    """Retrieve the evidence for each criterion and print the trace, context or prompt."""
+    from core.retrieval.strategies import get_strategy
+
+    get_strategy(strategy)
+    criteria = _criteria(criterion, criteria_file)
+    workbench = _workbench(ctx)
+    warned = False
+    for i, entry in enumerate(criteria):
+        trace = workbench.retrieve(vendor, entry.text, strategy)
+        if not trace.reranker.ran and not warned:
+            print(f"evidence: note: no reranker ran: {trace.reranker.reason}.", file=sys.stderr)
+            warned = True
+        if output_format is OutputFormat.json:
+            _emit(_with_id(trace.to_json_dict(), entry))
+        else:
+            if i:
+                typer.echo("")
+            typer.echo(trace.context if output_format is OutputFormat.xml else trace.prompt)
