@@ -17,6 +17,7 @@ from core.store import verdicts_collection_name
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support import payloads
 
 pytest_plugins = ["tests.llm_stub"]
 
@@ -32,10 +33,8 @@ ANSWER = {"verdict": "NOT_MET",
 
 
 def round_payload(round_number: int, answer: str, vendor: str = VENDOR) -> dict:
-    return {"vendor_id": vendor, "round_number": round_number,
-            "timestamp": f"2024-{round_number:02d}-15T10:30:00Z",
-            "responses": [{"criterion_question_text": AES_CRITERION,
-                           "question_text": AES_CRITERION, "answer_text": answer}]}
+    return payloads.round_payload(
+        round_number, [payloads.response(AES_CRITERION, answer, AES_CRITERION)], vendor=vendor)
 
 
 def seed_vendor(bench: Workbench, folder: Path, vendor: str = VENDOR) -> None:

@@ -20,7 +20,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,6 +53,8 @@ from core.models import PayloadLimits
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.cli import environment, run_main, run_process
+from tests.support.payloads import response, round_payload
 from tests.support.snapshot import assert_unchanged, database_snapshot, store_snapshot
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,16 +99,13 @@ def write(path: Path, data: str | bytes) -> Path:
 
 # Inputs --------------------------------------------------------------------------------------
 
-def payload(vendor_id: str = "acme", round_number: int = 7, **response: Any) -> dict[str, Any]:
+def payload(vendor_id: str = "acme", round_number: int = 7, **changes: Any) -> dict[str, Any]:
     """A valid round of two responses; keyword arguments change the first response."""
-    first = {"criterion_question_text": AES_CRITERION,
-             "question_text": "Which cipher protects stored customer data?",
-             "answer_text": "AES-256 in GCM mode."} | response
-    return {"vendor_id": vendor_id, "round_number": round_number,
-            "timestamp": "2024-03-01T10:00:00Z",
-            "responses": [first, {"criterion_question_text": None,
-                                  "question_text": "Who is your data protection officer?",
-                                  "answer_text": "Jane Doe."}]}
+    first = response("Which cipher protects stored customer data?", "AES-256 in GCM mode.",
+                     AES_CRITERION) | changes
+    return round_payload(round_number, [
+        first, response("Who is your data protection officer?", "Jane Doe.")],
+        vendor=vendor_id, timestamp="2024-03-01T10:00:00Z")
 
 
 def pdf_bytes(text: str | None = "Customer data keys are rotated every 90 days.", *,
@@ -692,9 +690,7 @@ def test_the_command_refuses_in_one_line_and_writes_nothing(populated, cli_input
         monkeypatch.setenv("EVIDENCE_EMBEDDING_MODEL", "fake-bag-of-words")
     args, needles = cli_args(case, cli_inputs, populated.settings.store)
     before = store_snapshot(populated)
-    capfd.readouterr()
-    code = main(args)
-    out, err = capfd.readouterr()
+    code, out, err = run_cli(capfd, args)
     assert_cli_refused(code, out, err, *needles)
     assert_unchanged(before, store_snapshot(populated))
 
@@ -711,10 +707,8 @@ def test_the_document_size_setting_reaches_the_command(populated, cli_inputs, ca
 
 
 def run_command(args: list[str | bytes], cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")}
-    env["EVIDENCE_RERANKER_CACHE_DIR"] = str(cwd / "no-models")
-    return subprocess.run([sys.executable, "-m", "core.cli", *args], cwd=cwd, env=env,
-                          capture_output=True)
+    env = environment(EVIDENCE_RERANKER_CACHE_DIR=str(cwd / "no-models"))
+    return run_process(*args, env=env, cwd=cwd, text=False)
 
 
 @pytest.mark.parametrize("case", [
@@ -1222,10 +1216,7 @@ def fake_models(monkeypatch) -> None:
 
 
 def run_cli(capfd, args: list[str]) -> tuple[int, str, str]:
-    capfd.readouterr()
-    code = main(args)
-    out, err = capfd.readouterr()
-    return code, out, err
+    return run_main(capfd, *args, clear=True)
 
 
 def assert_cli_failed(code: int, out: str, err: str, *needles: str) -> None:

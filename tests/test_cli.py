@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import socket
 import subprocess
@@ -19,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import environment, json_lines, run_main, run_process
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample_data"
@@ -43,9 +44,7 @@ STATUS_KEYS = {"vendor_id", "documents", "chunks", "followup_responses", "rounds
 # Running the command -------------------------------------------------------------------------
 
 def base_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")}
-    env["COLUMNS"] = "200"  # help tables are not wrapped mid-option
-    return env
+    return environment(COLUMNS="200")  # help tables are not wrapped mid-option
 
 
 @dataclass
@@ -65,11 +64,8 @@ class Space:
 
     def run(self, *args: str | Path, env: dict[str, str] | None = None,
             cwd: Path | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "core.cli", *map(str, args)],
-            cwd=cwd or self.root, env=env if env is not None else self.env(),
-            capture_output=True, text=True,
-        )
+        return run_process(*args, env=env if env is not None else self.env(),
+                           cwd=cwd or self.root)
 
     def ok(self, *args: str | Path) -> subprocess.CompletedProcess:
         result = self.run(*args)
@@ -85,10 +81,6 @@ def make_space(root: Path) -> Space:
     cache = root / "flashrank-empty"
     cache.mkdir()
     return Space(root=root, store=root / ".evidence", cache=cache)
-
-
-def json_lines(stdout: str) -> list[dict]:
-    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
 
 
 def stderr_lines(result: subprocess.CompletedProcess) -> list[str]:
@@ -109,11 +101,7 @@ def assert_refused(result: subprocess.CompletedProcess, *needles: str) -> None:
 def status_in_process(store: Path, capsys) -> list[str]:
     """`evidence --store STORE status` through the CLI's own main(), in this process: the same
     output as the command, without starting a process for every refusal checked."""
-    from core.cli import main
-
-    capsys.readouterr()
-    code = main(["--store", str(store), "status"])
-    out = capsys.readouterr().out
+    code, out, _ = run_main(capsys, "--store", store, "status", clear=True)
     assert code == 0
     return out.splitlines()
 

@@ -3,7 +3,7 @@ with the fake embedder behind the command)."""
 
 from __future__ import annotations
 
-import json
+from functools import partial
 
 import pytest
 
@@ -11,6 +11,7 @@ from core.cli import main
 from core.workbench import Workbench
 from tests.conftest import SAMPLE_DATA
 from tests.fakes import point_the_command_at
+from tests.support.cli import is_object, run_json
 
 CONTRACT_KEYS = {"vendor_id", "conversation_id", "turn", "question", "search_query",
                  "continuation", "history", "anchor_documents", "answer", "answered_by",
@@ -28,11 +29,7 @@ def cli(workbench: Workbench, monkeypatch):
     return workbench
 
 
-def run(capsys, *argv: str) -> tuple[int, list[dict], str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    return code, lines, err
+run = partial(run_json, keep=is_object)  # `ask --format text` prints text around the records
 
 
 def test_ask_prints_one_turn_with_the_contract_keys(cli, capsys):

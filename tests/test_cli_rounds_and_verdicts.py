@@ -15,6 +15,7 @@ from core.hashing import criterion_hash
 from core.workbench import Workbench
 from tests.conftest import SAMPLE_DATA
 from tests.fakes import point_the_command_at
+from tests.support.cli import run_json as run
 from tests.support.snapshot import store_snapshot
 
 pytest_plugins = ["tests.llm_stub"]
@@ -35,12 +36,6 @@ def cli(workbench: Workbench, monkeypatch):
             sorted((folder / "questionnaires").glob("round_*.json")))))
     point_the_command_at(workbench, monkeypatch)
     return workbench
-
-
-def run(capsys, *argv: str) -> tuple[int, list[dict], str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, [json.loads(line) for line in out.splitlines() if line.strip()], err
 
 
 def one_error(err: str) -> str:

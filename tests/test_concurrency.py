@@ -52,6 +52,7 @@ from tests.chroma_server import ChromaServer
 from tests.conftest import AES_CRITERION
 from tests.dashboard.test_app import PAGES
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support import payloads
 from tests.support.store import get_all, read_manifest
 
 VENDOR = "acme"
@@ -92,14 +93,13 @@ def document_text(name: str, version: int, chunks: int) -> str:
 
 
 def round_payload(round_number: int, edition: int) -> dict[str, Any]:
-    linked = [{"criterion_question_text": AES_CRITERION,
-               "question_text": f"Question {k} on encryption of data at rest",
-               "answer_text": f"Round {round_number} edition {edition} answer {k}: AES-256."}
-              for k in range(1, LINKED_PER_ROUND + 1)]
-    ad_hoc = {"criterion_question_text": None, "question_text": "Where are keys held?",
-              "answer_text": f"Round {round_number} edition {edition}: in a managed KMS."}
-    return {"vendor_id": VENDOR, "round_number": round_number,
-            "timestamp": f"2024-{round_number:02d}-15T10:30:00Z", "responses": [*linked, ad_hoc]}
+    linked = payloads.numbered(
+        LINKED_PER_ROUND, "Question {i} on encryption of data at rest",
+        "Round {round} edition {edition} answer {i}: AES-256.", criterion=AES_CRITERION, start=1,
+        round=round_number, edition=edition)
+    ad_hoc = payloads.response("Where are keys held?",
+                               f"Round {round_number} edition {edition}: in a managed KMS.")
+    return payloads.round_payload(round_number, [*linked, ad_hoc], vendor=VENDOR)
 
 
 _EDITION = re.compile(r"^Round \d+ edition (\d+)")
@@ -829,10 +829,9 @@ ROUND_HEADER = re.compile(r"^\[Round (\d+)\]$", re.MULTILINE)
 
 
 def load_round(n: int, criterion: str) -> dict[str, Any]:
-    return {"vendor_id": "acme", "round_number": n, "timestamp": "2024-03-01T09:00:00Z",
-            "responses": [{"criterion_question_text": criterion,
-                           "question_text": f"Round {n}: {criterion}",
-                           "answer_text": LOAD_ANSWER.format(n=n)}]}
+    return payloads.round_payload(
+        n, [payloads.response(f"Round {n}: {criterion}", LOAD_ANSWER.format(n=n), criterion)],
+        timestamp="2024-03-01T09:00:00Z")
 
 
 def shown_rounds(context: str) -> list[int]:

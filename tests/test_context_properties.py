@@ -42,6 +42,7 @@ from core.trace.context import (
     format_prompt,
 )
 from tests.conftest import AES_CRITERION
+from tests.support.payloads import round_payload
 
 PURE = settings(max_examples=200, deadline=None)
 SMALL = settings(max_examples=100, deadline=None)
@@ -520,8 +521,7 @@ def rounds(draw, criterion: str) -> tuple[list[dict], dict[int, str]]:
             unique_by=lambda r: content_hash(r["criterion_question_text"], r["question_text"])))
         stamp = draw(iso_stamps())
         days[round_number] = stamp.day
-        payloads.append({"vendor_id": "", "round_number": round_number,
-                         "timestamp": stamp.text, "responses": responses})
+        payloads.append(round_payload(round_number, responses, vendor="", timestamp=stamp.text))
     return payloads, days
 
 

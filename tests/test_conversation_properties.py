@@ -67,10 +67,11 @@ from core.answers.conversation.models import (
     HistoryMessage,
 )
 from core.answers.conversation.store import Conversations
-from core.cli import main
 from core.models import FollowupHit
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker, point_the_command_at
+from tests.support.cli import run_main as run
+from tests.support.payloads import round_payload
 from tests.test_context_properties import (
     HOSTILE_FRAGMENTS,
     UNICODE,
@@ -542,9 +543,8 @@ def seed_vendor(bench: Workbench, root: Path, data: st.DataObject, first_questio
             st.fixed_dictionaries({"criterion_question_text": st.just(first_question.strip()),
                                    "question_text": non_blank, "answer_text": non_blank}),
             min_size=1, max_size=2, unique_by=lambda r: r["question_text"]), label="responses")
-        bench.ingest_questionnaire({"vendor_id": vendor, "round_number": 1,
-                                    "timestamp": "2024-05-01T00:00:00Z",
-                                    "responses": responses})
+        bench.ingest_questionnaire(round_payload(1, responses, vendor=vendor,
+                                                 timestamp="2024-05-01T00:00:00Z"))
     return Seeded(vendor, name, text.removeprefix("\ufeff"))
 
 
@@ -559,12 +559,6 @@ def check_chosen_evidence(bench: Workbench, seeded: Seeded, turn: AskTurn) -> No
     for e in turn.answer_evidence:
         if e.type == "tc_files":
             assert e.source == seeded.name and e.text in seeded.document
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def json_lines(out: str) -> list[dict]:

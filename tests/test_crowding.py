@@ -14,6 +14,7 @@ from core.config import Settings
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker, words
+from tests.support import payloads
 
 VENDOR = "acme"
 KEYS_CRITERION = "Is data at rest encrypted by the vendor using AES-256 keys?"
@@ -42,15 +43,10 @@ def build_store(root, chunks: int) -> Workbench:
     report = bench.ingest_documents(VENDOR, [folder])
     assert report.chunks_written == chunks
     for rnd in range(1, 6):
-        responses = [{"criterion_question_text": AES_CRITERION, "question_text": AES_QUESTION,
-                      "answer_text": AES_ANSWERS[rnd]}]
+        responses = [payloads.response(AES_QUESTION, AES_ANSWERS[rnd], AES_CRITERION)]
         if rnd in KEYS_ANSWERS:
-            responses.append({"criterion_question_text": KEYS_CRITERION,
-                              "question_text": KEYS_QUESTION,
-                              "answer_text": KEYS_ANSWERS[rnd]})
-        bench.ingest_questionnaire({"vendor_id": VENDOR, "round_number": rnd,
-                                    "timestamp": f"2024-{rnd:02d}-15T10:30:00Z",
-                                    "responses": responses})
+            responses.append(payloads.response(KEYS_QUESTION, KEYS_ANSWERS[rnd], KEYS_CRITERION))
+        bench.ingest_questionnaire(payloads.round_payload(rnd, responses, vendor=VENDOR))
     return bench
 
 

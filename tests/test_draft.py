@@ -20,6 +20,7 @@ from core.ingest.spreadsheets import load_criteria_file, spreadsheet_round
 from core.models import PayloadLimits
 from core.outputs.draft import DraftRow, draft_format, plan_draft, write_draft
 from tests.conftest import AES_CRITERION
+from tests.support import payloads
 from tests.support.snapshot import assert_unchanged, store_snapshot
 
 MFA_CRITERION = "Does the vendor enforce multi-factor authentication for administrators?"
@@ -30,15 +31,11 @@ MFA_QUESTION = "Which second factor do your administrators use to sign in?"
 @pytest.fixture
 def answered(workbench):
     """A vendor whose round 1 answered the AES criterion (and one ad-hoc question)."""
-    workbench.ingest_questionnaire({
-        "vendor_id": "acme", "round_number": 1, "timestamp": "2024-01-15T10:30:00Z",
-        "responses": [
-            {"criterion_question_text": AES_CRITERION,
-             "question_text": "Please describe your encryption",
-             "answer_text": "We use AES-256 for all data at rest."},
-            {"criterion_question_text": None, "question_text": "Do you have a BCP?",
-             "answer_text": "Yes."},
-        ]})
+    workbench.ingest_questionnaire(payloads.round_payload(1, [
+        payloads.response("Please describe your encryption",
+                          "We use AES-256 for all data at rest.", AES_CRITERION),
+        payloads.response("Do you have a BCP?", "Yes."),
+    ], timestamp="2024-01-15T10:30:00Z"))
     return workbench
 
 
@@ -71,12 +68,10 @@ def test_only_unanswered_keeps_the_criteria_without_a_linked_answer(answered):
 
 def test_answers_from_several_rounds_are_listed_once_each_in_order(answered):
     for round_number in (3, 2, 3):
-        answered.ingest_questionnaire({
-            "vendor_id": "acme", "round_number": round_number,
-            "timestamp": f"2024-0{round_number}-01T00:00:00Z",
-            "responses": [{"criterion_question_text": AES_CRITERION.upper(),
-                           "question_text": f"Follow-up {round_number}",
-                           "answer_text": "Still AES-256."}]})
+        answered.ingest_questionnaire(payloads.round_payload(
+            round_number, [payloads.response(f"Follow-up {round_number}", "Still AES-256.",
+                                             AES_CRITERION.upper())],
+            timestamp=f"2024-{round_number:02d}-01T00:00:00Z"))
     (row,) = plan_draft(answered, "acme", CRITERIA[:1])
     assert row.answered_rounds == [1, 2, 3]
 

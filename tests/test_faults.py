@@ -49,6 +49,7 @@ from core.store import (
 )
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support import payloads
 from tests.support.store import get_all, read_links, read_manifest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,17 +83,11 @@ POLICY_SECTIONS, ACCESS_SECTIONS, BADGE_SECTIONS, EXTRA_SECTIONS = 60, 30, 10, 3
 
 
 def round_payload(vendor_id: str, round_number: int, responses: int, answer: str) -> dict:
-    linked = {0: KEY_CRITERION, 1: OTHER_CRITERION}
-    return {
-        "vendor_id": vendor_id, "round_number": round_number,
-        "timestamp": f"2024-0{round_number}-15T10:30:00Z",
-        "responses": [
-            {"criterion_question_text": linked.get(i),
-             "question_text": f"Question {i}: how are encryption keys handled?",
-             "answer_text": f"{answer} (response {i}, round {round_number})."}
-            for i in range(responses)
-        ],
-    }
+    return payloads.round_payload(round_number, payloads.numbered(
+        responses, "Question {i}: how are encryption keys handled?",
+        "{answer} (response {i}, round {round}).",
+        criterion={0: KEY_CRITERION, 1: OTHER_CRITERION}, answer=answer, round=round_number),
+        vendor=vendor_id)  # rounds 1 to 3: the timestamp of month N
 
 
 def write_inputs(root: Path) -> None:
@@ -144,9 +139,8 @@ WITHDRAWN_ANSWERS = tuple(ROUND_2["responses"][i]["answer_text"] for i in (0, 3,
 def replaced_round_2() -> tuple[dict, dict]:
     kept = ROUND_2["responses"][1]
     changed = {**ROUND_2["responses"][2], "answer_text": NEW_ANSWER_2}
-    added = {"criterion_question_text": KEY_CRITERION,
-             "question_text": "Question 7: who approves a key rotation?",
-             "answer_text": NEW_ANSWER_7}
+    added = payloads.response("Question 7: who approves a key rotation?", NEW_ANSWER_7,
+                              KEY_CRITERION)
     return {**ROUND_2, "responses": [kept, changed]}, {**ROUND_2, "responses": [added]}
 
 

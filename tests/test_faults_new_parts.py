@@ -34,6 +34,8 @@ from core.store import verdicts_collection_name
 from core.workbench import Workbench
 from tests import test_faults
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support import payloads
+from tests.support.cli import is_object, run_json
 from tests.support.store import get_all
 from tests.test_faults import (
     KEY_CRITERION,
@@ -188,9 +190,7 @@ class Command:
         return self
 
     def __call__(self, *argv: str) -> tuple[int, list[dict], str]:
-        code = main(list(argv))
-        out, err = self.capsys.readouterr()
-        return code, [json.loads(line) for line in out.splitlines() if line.startswith("{")], err
+        return run_json(self.capsys, *argv, keep=is_object)
 
 
 @pytest.fixture
@@ -802,11 +802,9 @@ def test_two_vendors_conversations_and_verdicts_never_mix(tmp_path, llm_stub):
             f"quarter.\n\n# Access\n\nAccess is reviewed by the {marker} team.\n",
             encoding="utf-8")
         asker.ingest_documents(vendor, [folder])
-        asker.ingest_questionnaire({
-            "vendor_id": vendor, "round_number": 1, "timestamp": "2024-01-15T10:30:00Z",
-            "responses": [{"criterion_question_text": c, "question_text": c,
-                           "answer_text": f"{marker} rotates the keys quarterly ({n})."}
-                          for n, c in enumerate(criteria)]})
+        asker.ingest_questionnaire(payloads.round_payload(
+            1, [payloads.response(c, f"{marker} rotates the keys quarterly ({n}).", c)
+                for n, c in enumerate(criteria)], vendor=vendor, timestamp="2024-01-15T10:30:00Z"))
     assessor = Workbench(settings.model_copy(update={
         "llm_base_url": llm_stub.base_url, "llm_model": llm_stub.model, "llm_timeout_s": 30.0}),
         embedder=FakeEmbedder(), reranker=FakeReranker())

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import os
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +27,7 @@ from tests.chroma_server import ChromaServer
 from tests.conftest import AES_CRITERION, SAMPLE_DATA
 from tests.dashboard.conftest import DASHBOARD
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.cli import environment, run_process
 
 ROUND_1 = SAMPLE_DATA / "vendors" / "acme" / "questionnaires" / "round_1.json"
 TIMEOUT_S = "1"
@@ -138,12 +137,10 @@ def timeout_sentence(port: int) -> str:
 
 
 def cli_env(tmp_path: Path, port: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")}
-    env.update(EVIDENCE_CHROMA_HOST="127.0.0.1", EVIDENCE_CHROMA_PORT=str(port),
-               EVIDENCE_CHROMA_TIMEOUT_S=TIMEOUT_S, EVIDENCE_STORE=str(tmp_path / "unused"),
-               EVIDENCE_RERANKER_CACHE_DIR=str(tmp_path / "no-models"),
-               EVIDENCE_LEXICAL_DIR=str(tmp_path / "lexical"))
-    return env
+    return environment(EVIDENCE_CHROMA_HOST="127.0.0.1", EVIDENCE_CHROMA_PORT=str(port),
+                       EVIDENCE_CHROMA_TIMEOUT_S=TIMEOUT_S, EVIDENCE_STORE=str(tmp_path / "unused"),
+                       EVIDENCE_RERANKER_CACHE_DIR=str(tmp_path / "no-models"),
+                       EVIDENCE_LEXICAL_DIR=str(tmp_path / "lexical"))
 
 
 COMMANDS = {
@@ -154,8 +151,7 @@ COMMANDS = {
 
 
 def run_cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "core.cli", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True)
+    return run_process(*args, env=env, cwd=cwd)
 
 
 def assert_gave_up(done: subprocess.CompletedProcess, port: int) -> None:

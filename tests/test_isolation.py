@@ -12,6 +12,8 @@ from core.errors import UnknownVendorError, UserInputError
 from core.retrieval.strategies import STRATEGIES
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
+from tests.support.cli import run_main
+from tests.support.payloads import response, round_payload
 from tests.support.store import get_all
 
 ALL_STRATEGIES = pytest.mark.parametrize("strategy", sorted(STRATEGIES))
@@ -38,18 +40,12 @@ def write(folder: Path, docs: dict[str, str]) -> Path:
 
 def answer_round(vendor: str, round_number: int) -> dict:
     kms = KMS[vendor]
-    return {
-        "vendor_id": vendor, "round_number": round_number,
-        "timestamp": f"2024-{round_number:02d}-15T10:30:00Z",
-        "responses": [
-            {"criterion_question_text": AES_CRITERION, "question_text": AES_CRITERION,
-             "answer_text": f"Yes, AES-256 with keys in {kms} (round {round_number})."},
-            {"criterion_question_text": AES_CRITERION, "question_text": REWORDED,
-             "answer_text": f"AES-256 via {kms}."},
-            {"criterion_question_text": None, "question_text": "Where are keys held?",
-             "answer_text": f"In {kms}."},
-        ],
-    }
+    return round_payload(round_number, [
+        response(AES_CRITERION, f"Yes, AES-256 with keys in {kms} (round {round_number}).",
+                 AES_CRITERION),
+        response(REWORDED, f"AES-256 via {kms}.", AES_CRITERION),
+        response("Where are keys held?", f"In {kms}."),
+    ], vendor=vendor)
 
 
 @pytest.fixture
@@ -166,11 +162,7 @@ def test_vendor_ids_differing_only_in_case_are_refused(two_vendors, tmp_path, cl
 # Through the command line and the dashboard ------------------------------------------------
 
 def _cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    from core.cli import main
-
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_main(capsys, *argv)
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ from core.store import VendorStore, committed_versions
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.payloads import response, round_payload
 from tests.support.store import read_manifest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,15 +80,10 @@ def write(folder: Path, docs: dict[str, str]) -> Path:
 
 def followup_round(vendor: str, round_number: int, answer: str, *,
                    timestamp: str = "2024-03-15T10:30:00Z") -> dict:
-    return {
-        "vendor_id": vendor, "round_number": round_number, "timestamp": timestamp,
-        "responses": [
-            {"criterion_question_text": AES_CRITERION, "question_text": AES_CRITERION,
-             "answer_text": answer},
-            {"criterion_question_text": None, "question_text": "Where are keys held?",
-             "answer_text": "In a hardware security module."},
-        ],
-    }
+    return round_payload(round_number, [
+        response(AES_CRITERION, answer, AES_CRITERION),
+        response("Where are keys held?", "In a hardware security module."),
+    ], vendor=vendor, timestamp=timestamp)
 
 
 def index_at(bench: Workbench, vendor_id: str, versions: dict[str, str] | None = None,

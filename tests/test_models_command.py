@@ -20,6 +20,7 @@ from core.encoders.onnx.cache import find_export
 from core.encoders.onnx.check import EXPORT_FORMAT
 from core.encoders.rerank import _RequestsWithTimeout
 from tests.conftest import REPO
+from tests.support.cli import run_json
 from tests.support.tiny_bert_cross_encoder import build_tiny_bert_cross_encoder
 from tests.support.tiny_cross_encoder import DEFAULT_MODEL_NAME, build_tiny_cross_encoder
 
@@ -79,9 +80,8 @@ def flashrank_downloads(monkeypatch) -> list[dict]:
 
 
 def run(capsys, *args: str) -> tuple[int, list[dict], list[str]]:
-    code = main(["models", *args])
-    out, err = capsys.readouterr()
-    return code, [json.loads(line) for line in out.splitlines()], err.splitlines()
+    code, lines, err = run_json(capsys, "models", *args, keep=None)  # every line a record
+    return code, lines, err.splitlines()
 
 
 def by_role(lines: list[dict]) -> dict[str, dict]:

@@ -26,6 +26,7 @@ from core.errors import ModelUnavailableError
 from core.workbench import Workbench
 from tests.chroma_server import ChromaServer
 from tests.conftest import AES_CRITERION, REPO, SAMPLE_DATA
+from tests.support import payloads
 from tests.support.onnx_export import shared_onnx_cache
 
 MISSING_HUB_MODEL = "no-such-org/no-such-sentence-model"
@@ -93,9 +94,8 @@ def test_a_missing_embedding_model_is_refused_without_touching_the_network(no_ne
 
 def test_the_workbench_with_a_missing_embedding_model_writes_nothing(no_network, tmp_path):
     settings = Settings(store=tmp_path / "store", embedding_model=MISSING_HUB_MODEL)
-    payload = {"vendor_id": "acme", "round_number": 1, "timestamp": "2024-01-10T09:00:00Z",
-               "responses": [{"criterion_question_text": AES_CRITERION,
-                              "question_text": AES_CRITERION, "answer_text": "Yes."}]}
+    payload = payloads.round_payload(1, [payloads.response(AES_CRITERION, "Yes.", AES_CRITERION)],
+                                     timestamp="2024-01-10T09:00:00Z")
     with pytest.raises(ModelUnavailableError, match="EVIDENCE_ALLOW_MODEL_DOWNLOADS"):
         Workbench(settings).ingest_questionnaire(payload)
     assert Workbench(settings).status() == []

@@ -50,6 +50,7 @@ from core.ingest.uploads import ingest_uploaded_questionnaires
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.payloads import numbered
 from tests.support.snapshot import assert_unchanged, collections_snapshot, store_snapshot
 from tests.support.store import read_links, read_manifest
 
@@ -135,8 +136,7 @@ responses = st.fixed_dictionaries(
 
 
 def hundred_responses(word: str) -> list[dict[str, Any]]:
-    return [{"criterion_question_text": None, "question_text": f"Question {i} on {word}?",
-             "answer_text": f"Answer {i}."} for i in range(MAX_RESPONSES_PER_ROUND)]
+    return numbered(MAX_RESPONSES_PER_ROUND, "Question {i} on {word}?", "Answer {i}.", word=word)
 
 
 # Now and then a full round of 100 responses; mostly a few.

@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -19,6 +18,8 @@ from core.store import SCHEMA_VERSION, chunks_collection_name, manifest_collecti
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION, SAMPLE_DATA
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.cli import json_lines, run_process
+from tests.support.payloads import response, round_payload
 from tests.support.snapshot import assert_unchanged, collections_snapshot, database_snapshot
 
 ACME = SAMPLE_DATA / "vendors" / "acme"
@@ -30,12 +31,7 @@ def run_cli(*args: str, store: Path, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "EVIDENCE_STORE": str(store),
            "EVIDENCE_RERANKER_CACHE_DIR": str(cwd / "no-models")}
     env.pop("EVIDENCE_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "core.cli", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True)
-
-
-def json_lines(text: str) -> list[dict]:
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return run_process(*args, env=env, cwd=cwd)
 
 
 # Data survives restarts --------------------------------------------------------------------------
@@ -101,10 +97,8 @@ def test_what_one_process_ingests_the_next_ones_read(small_sample, tmp_path):
 # The schema version -----------------------------------------------------------------------------
 
 def payload(round_number: int = 1) -> dict:
-    return {"vendor_id": "acme", "round_number": round_number,
-            "timestamp": "2024-01-10T09:00:00Z",
-            "responses": [{"criterion_question_text": AES_CRITERION,
-                           "question_text": AES_CRITERION, "answer_text": "Yes, AES-256."}]}
+    return round_payload(round_number, [response(AES_CRITERION, "Yes, AES-256.", AES_CRITERION)],
+                         timestamp="2024-01-10T09:00:00Z")
 
 
 def real_model_name_fake() -> FakeEmbedder:

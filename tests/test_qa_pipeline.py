@@ -18,6 +18,7 @@ from core.retrieval.stages import RetrievalEnv, Timings
 from core.store import committed_versions
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support import payloads
 from tests.support.store import read_manifest
 
 QUESTION = "How are encryption keys rotated and stored?"
@@ -43,10 +44,8 @@ def write_documents(folder: Path, texts: dict[str, str]) -> Path:
 
 def round_payload(round_number: int, answer: str, *, criterion: str | None = QUESTION,
                   question: str = QUESTION) -> dict:
-    return {"vendor_id": "acme", "round_number": round_number,
-            "timestamp": f"2024-0{round_number}-10T09:00:00Z",
-            "responses": [{"criterion_question_text": criterion, "question_text": question,
-                           "answer_text": answer}]}
+    return payloads.round_payload(round_number, [payloads.response(question, answer, criterion)],
+                                  timestamp=f"2024-{round_number:02d}-10T09:00:00Z")
 
 
 def qa_env(bench: Workbench, *, reranker=None, search=None, vendor_id: str = "acme"

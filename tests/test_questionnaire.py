@@ -14,6 +14,7 @@ from core.ingest.questionnaire import load_payload_file
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.payloads import response, round_payload
 
 LINKED_QUESTION = "Please describe your encryption practices"
 LINKED_ANSWER = "We use AES-256 for all data at rest with AWS KMS."
@@ -23,23 +24,9 @@ ADHOC_ANSWER = "Yes, we have a BCP reviewed annually."
 
 def seed_payload(vendor_id: str = "vendor_123", round_number: int = 2) -> dict[str, Any]:
     """The request of seed 003's Bulk Ingestion API."""
-    return {
-        "vendor_id": vendor_id,
-        "round_number": round_number,
-        "timestamp": "2024-01-15T10:30:00Z",
-        "responses": [
-            {
-                "criterion_question_text": AES_CRITERION,
-                "question_text": LINKED_QUESTION,
-                "answer_text": LINKED_ANSWER,
-            },
-            {
-                "criterion_question_text": None,
-                "question_text": ADHOC_QUESTION,
-                "answer_text": ADHOC_ANSWER,
-            },
-        ],
-    }
+    return round_payload(round_number, [response(LINKED_QUESTION, LINKED_ANSWER, AES_CRITERION),
+                                        response(ADHOC_QUESTION, ADHOC_ANSWER)],
+                         vendor=vendor_id, timestamp="2024-01-15T10:30:00Z")
 
 
 def records(wb: Workbench, vendor_id: str) -> dict[str, tuple[str, dict[str, Any]]]:

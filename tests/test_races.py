@@ -25,6 +25,7 @@ from core.config import Settings
 from core.workbench import Workbench
 from tests.chroma_server import ChromaServer
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.payloads import numbered, round_payload
 from tests.support.store import get_all, read_links, read_manifest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -106,12 +107,10 @@ def document(salt: str, sections: int) -> str:
 
 
 def payload(vendor: str, round_number: int, answers: str, count: int) -> dict[str, Any]:
-    return {"vendor_id": vendor, "round_number": round_number,
-            "timestamp": "2024-02-15T10:30:00Z",
-            "responses": [{"criterion_question_text": "Are encryption keys rotated?"
-                           if i == 0 else None,
-                           "question_text": f"Question {i} about keys?",
-                           "answer_text": f"{answers} (answer {i})."} for i in range(count)]}
+    return round_payload(round_number, numbered(
+        count, "Question {i} about keys?", "{answers} (answer {i}).",
+        criterion={0: "Are encryption keys rotated?"}, answers=answers),
+        vendor=vendor, timestamp="2024-02-15T10:30:00Z")
 
 
 @pytest.fixture(scope="module")

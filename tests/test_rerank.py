@@ -17,6 +17,7 @@ from core.errors import ModelUnavailableError
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder
+from tests.support import payloads
 from tests.support.tiny_cross_encoder import (
     DEFAULT_MODEL_NAME,
     LOGIT_BIAS,
@@ -226,11 +227,9 @@ def build_store(bench: Workbench, folder: Path) -> None:
     for name, text in DOCS.items():
         (folder / name).write_text(text + "\n", encoding="utf-8")
     bench.ingest_documents("acme", [folder])
-    bench.ingest_questionnaire({
-        "vendor_id": "acme", "round_number": 1, "timestamp": "2024-01-10T09:15:00Z",
-        "responses": [{"criterion_question_text": AES_CRITERION,
-                       "question_text": AES_CRITERION, "answer_text": "Yes."}],
-    })
+    bench.ingest_questionnaire(payloads.round_payload(
+        1, [payloads.response(AES_CRITERION, "Yes.", AES_CRITERION)],
+        timestamp="2024-01-10T09:15:00Z"))
 
 
 def sources(trace) -> list[str]:

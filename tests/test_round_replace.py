@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from core.cli import main
 from core.errors import UserInputError
 from core.ingest.questionnaire import parse_payload
 from core.store import WITHDRAWN_SOURCE_TYPE
 from core.workbench import Workbench
 from tests.conftest import SAMPLE_DATA
 from tests.fakes import point_the_command_at
+from tests.support.cli import run_main as run
+from tests.support.payloads import response, round_payload
 from tests.support.snapshot import assert_unchanged, store_snapshot
 from tests.support.store import get_all, read_links
 
@@ -47,9 +48,8 @@ QUERIES = (KEY, "Are the keys kept in a quartz vault beside the marmalade jars?"
 
 def payload(*responses: tuple, round_number: int = 2, vendor_id: str = "acme",
             timestamp: str = "2024-02-01T09:00:00Z") -> dict:
-    return {"vendor_id": vendor_id, "round_number": round_number, "timestamp": timestamp,
-            "responses": [{"criterion_question_text": c, "question_text": q, "answer_text": a}
-                          for c, q, a in responses]}
+    return round_payload(round_number, [response(q, a, c) for c, q, a in responses],
+                         vendor=vendor_id, timestamp=timestamp)
 
 
 def many(count: int, start: int = 0) -> list[tuple]:
@@ -215,12 +215,6 @@ def cli(workbench: Workbench, monkeypatch, tmp_path):
     workbench.ingest_questionnaire(payload(KEPT, WITHDRAWN, WITHDRAWN_AD_HOC))
     point_the_command_at(workbench, monkeypatch)
     return workbench
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def one_error(err: str) -> str:

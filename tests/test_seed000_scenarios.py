@@ -5,6 +5,7 @@ the same way), on the fake models over a real ChromaDB store."""
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from core.retrieval.similarity import question_similarity
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support import payloads
 
 VENDOR = "acme"
 BOTH = pytest.mark.parametrize("strategy", ["hash_extraction", "precedence"])
@@ -37,18 +39,8 @@ DOCS = {
 DOC_ORDER = sorted(DOCS)
 
 
-def round_payload(round_number: int, responses: list[dict], vendor: str = VENDOR) -> dict:
-    return {
-        "vendor_id": vendor,
-        "round_number": round_number,
-        "timestamp": f"2024-{round_number:02d}-15T10:30:00Z",
-        "responses": responses,
-    }
-
-
-def linked(question: str, answer: str, criterion: str | None = AES_CRITERION) -> dict:
-    return {"criterion_question_text": criterion, "question_text": question,
-            "answer_text": answer}
+round_payload = partial(payloads.round_payload, vendor=VENDOR)
+linked = partial(payloads.response, criterion=AES_CRITERION)
 
 
 def ingest_docs(bench: Workbench, folder: Path, docs: dict[str, str] = DOCS) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.workbench import Workbench
+from tests.support import payloads
 
 VENDOR = "acme"
 CRITERION = "Does the vendor encrypt customer backups at rest using AES-256 with rotated keys?"
@@ -169,11 +170,9 @@ def test_semantic_strategy_applies_no_boost(workbench, tmp_path):
 
 def test_precedence_combines_boosted_documents_with_linked_answers_last(workbench, tmp_path):
     setup_vendor(workbench, tmp_path, {"encryption_update.md": FOLLOWUP_8})
-    workbench.ingest_questionnaire({
-        "vendor_id": VENDOR, "round_number": 2, "timestamp": "2024-03-01T09:00:00Z",
-        "responses": [{"criterion_question_text": CRITERION,
-                       "question_text": "Are backup keys rotated?", "answer_text": "Yes."}],
-    })
+    workbench.ingest_questionnaire(payloads.round_payload(
+        2, [payloads.response("Are backup keys rotated?", "Yes.", CRITERION)], vendor=VENDOR,
+        timestamp="2024-03-01T09:00:00Z"))
 
     trace = workbench.retrieve(VENDOR, CRITERION, "precedence")
 

@@ -4,6 +4,7 @@ models over a real ChromaDB store."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from core.retrieval.similarity import question_similarity
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support import payloads
 from tests.support.store import get_all
 
 VENDOR = "acme"
@@ -30,14 +32,8 @@ DOCS = {
 REWORDED = "Which cipher protects stored customer information?"
 
 
-def payload(round_number: int, responses: list[dict], vendor: str = VENDOR) -> dict:
-    return {"vendor_id": vendor, "round_number": round_number,
-            "timestamp": f"2024-{round_number:02d}-15T10:30:00Z", "responses": responses}
-
-
-def response(question: str, answer: str, criterion: str | None = AES_CRITERION) -> dict:
-    return {"criterion_question_text": criterion, "question_text": question,
-            "answer_text": answer}
+payload = partial(payloads.round_payload, vendor=VENDOR)
+response = partial(payloads.response, criterion=AES_CRITERION)
 
 
 def ingest_docs(bench: Workbench, folder: Path, docs: dict[str, str] = DOCS) -> None:

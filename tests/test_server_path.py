@@ -7,8 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -22,6 +20,8 @@ from core.workbench import Workbench
 from tests.chroma_server import ChromaServer
 from tests.conftest import SAMPLE_DATA, server_fingerprint
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support import payloads
+from tests.support.cli import run_process
 
 pytestmark = pytest.mark.server
 
@@ -163,16 +163,10 @@ def fake_workbench(port: int, tmp_path: Path) -> Workbench:
 
 
 def round_payload(round_number: int, answers: int = 4) -> dict:
-    return {
-        "vendor_id": "acme", "round_number": round_number,
-        "timestamp": f"2024-0{round_number}-15T10:30:00Z",
-        "responses": [
-            {"criterion_question_text": KEY_CRITERION if i == 0 else None,
-             "question_text": f"Round {round_number} question {i} on key rotation",
-             "answer_text": f"Round {round_number} answer {i}: keys rotate every year."}
-            for i in range(answers)
-        ],
-    }
+    return payloads.round_payload(round_number, payloads.numbered(
+        answers, "Round {round} question {i} on key rotation",
+        "Round {round} answer {i}: keys rotate every year.", criterion={0: KEY_CRITERION},
+        round=round_number))
 
 
 def visible(bench: Workbench) -> dict:
@@ -332,10 +326,8 @@ def test_cli_ingest_with_the_server_killed_mid_document(tmp_path, real_embedder)
            "EVIDENCE_STORE": str(tmp_path / "unused")}
     env.pop("EVIDENCE_DEBUG", None)
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "core.cli", "--chroma-host", "127.0.0.1", "--chroma-port",
-             str(relay.port), "ingest", "docs", "--vendor", "acme", str(folder)],
-            env=env, cwd=tmp_path, capture_output=True, text=True)
+        done = run_process("--chroma-host", "127.0.0.1", "--chroma-port", str(relay.port),
+                           "ingest", "docs", "--vendor", "acme", folder, env=env, cwd=tmp_path)
         relay.close()
         assert relay.fired.is_set()
         assert done.returncode == 1, done.stderr

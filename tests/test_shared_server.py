@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 import core.workbench
-from core.cli import main
 from core.config import Settings
 from core.store import EvidenceStore
 from tests.conftest import AES_CRITERION, SAMPLE_DATA, server_fingerprint
 from tests.fakes import FakeEmbedder
+from tests.support.cli import environment, run_main, run_process
 from tests.tls_proxy import TlsProxy, nginx_binary
 
 ACME = SAMPLE_DATA / "vendors" / "acme"
@@ -63,11 +62,7 @@ def use(monkeypatch, variables: dict[str, str]) -> None:
                         lambda settings, **_: FakeEmbedder())
 
 
-def run(capsys, *args: str | Path) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
+run = partial(run_main, clear=True)
 
 
 def no_token(*texts: str) -> None:
@@ -112,10 +107,8 @@ def test_the_commands_work_through_the_proxy(shared, tmp_path, monkeypatch, caps
 @pytest.mark.server
 def test_a_new_process_reads_the_shared_server(shared, tmp_path):
     """The command as a team member runs it: its own process, settings from the environment."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")}
-    env.update(client_settings(shared, tmp_path))
-    done = subprocess.run([sys.executable, "-m", "core.cli", "status"], env=env, cwd=tmp_path,
-                          capture_output=True, text=True)
+    env = environment(**client_settings(shared, tmp_path))
+    done = run_process("status", env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     for line in done.stdout.splitlines():
         assert json.loads(line)["vendor_id"]
@@ -156,11 +149,9 @@ def test_refused_in_one_sentence_and_nothing_written(shared, tmp_path, case, com
     ports = {"port": shared.port, "chroma_port": shared.chroma.port}
     changes = {name: value.format(**ports) if value else value
                for name, value in changes.items()}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")}
-    env.update(client_settings(shared, tmp_path, **changes))
+    env = environment(**client_settings(shared, tmp_path, **changes))
     before = server_fingerprint(shared.chroma.port)  # read past the proxy
-    done = subprocess.run([sys.executable, "-m", "core.cli", *COMMANDS[command]], env=env,
-                          cwd=tmp_path, capture_output=True, text=True)
+    done = run_process(*COMMANDS[command], env=env, cwd=tmp_path)
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 1, done.stderr
     assert done.stdout == ""

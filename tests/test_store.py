@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -16,18 +14,14 @@ from core.workbench import Workbench
 from tests.chroma_server import ChromaServer
 from tests.conftest import AES_CRITERION, SAMPLE_DATA
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.cli import run_process
+from tests.support.payloads import numbered, round_payload
 
 
 def _payload(vendor: str = "acme", round_number: int = 1, n: int = 3) -> dict:
-    return {
-        "vendor_id": vendor, "round_number": round_number, "timestamp": "2024-01-10T09:00:00Z",
-        "responses": [
-            {"criterion_question_text": AES_CRITERION if i == 0 else None,
-             "question_text": f"Question number {i} about storage encryption",
-             "answer_text": f"Answer {i}: AES-256 with managed keys."}
-            for i in range(n)
-        ],
-    }
+    return round_payload(round_number, numbered(
+        n, "Question number {i} about storage encryption", "Answer {i}: AES-256 with managed keys.",
+        criterion={0: AES_CRITERION}), vendor=vendor, timestamp="2024-01-10T09:00:00Z")
 
 
 def test_writes_are_split_under_the_clients_max_batch_size(workbench, monkeypatch, tmp_path):
@@ -168,16 +162,13 @@ def test_cli_against_a_real_chromadb_server(tmp_path):
     server = ChromaServer(tmp_path / "server-data")
     env = {**os.environ, "EVIDENCE_RERANKER_CACHE_DIR": str(tmp_path / "none"),
            "EVIDENCE_STORE": str(tmp_path / "unused")}
-    base = [sys.executable, "-m", "core.cli", "--chroma-host", "127.0.0.1",
-            "--chroma-port", str(server.port)]
+    on_server = ("--chroma-host", "127.0.0.1", "--chroma-port", str(server.port))
     try:
         payload = SAMPLE_DATA / "vendors/acme/questionnaires/round_1.json"
-        done = subprocess.run(base + ["ingest", "questionnaire", str(payload)], env=env,
-                              capture_output=True, text=True, cwd=tmp_path)
+        done = run_process(*on_server, "ingest", "questionnaire", payload, env=env, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["vendor_id"] == "acme"
-        status = subprocess.run(base + ["status"], env=env, capture_output=True, text=True,
-                                cwd=tmp_path)
+        status = run_process(*on_server, "status", env=env, cwd=tmp_path)
         assert json.loads(status.stdout)["rounds"] == [1]
         assert not (tmp_path / "unused").exists()
     finally:

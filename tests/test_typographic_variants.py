@@ -25,6 +25,7 @@ from core.models import FollowupHit, RetrievalTrace
 from core.retrieval.similarity import question_similarity, typographic_differences
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
+from tests.support.payloads import response, round_payload
 from tests.support.store import get_all
 
 STRATEGIES = ("precedence", "tiered", "hash_extraction")
@@ -160,9 +161,8 @@ def pasted(draw, plain: str) -> tuple[str, list[str]]:
 # Helpers ----------------------------------------------------------------------------------
 
 def round_of(vendor_id: str, criterion: str, question: str) -> dict:
-    return {"vendor_id": vendor_id, "round_number": 1, "timestamp": "2024-03-01T09:00:00Z",
-            "responses": [{"criterion_question_text": criterion, "question_text": question,
-                           "answer_text": "Yes, as our policy states."}]}
+    return round_payload(1, [response(question, "Yes, as our policy states.", criterion)],
+                         vendor=vendor_id, timestamp="2024-03-01T09:00:00Z")
 
 
 def only_followup(trace: RetrievalTrace) -> FollowupHit:

@@ -13,6 +13,7 @@ from core.ingest.questionnaire import parse_payload
 from dashboard import resources
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import page
+from tests.support import payloads
 
 pytest_plugins = ["tests.llm_stub"]
 
@@ -175,10 +176,9 @@ def test_a_changed_store_marks_the_stored_verdict_stale(dashboard_workbench_llm,
     at.button(key="context_assess").click().run()
     assert "Current:" in shown_text(at)
 
-    payload = {"vendor_id": "acme", "round_number": 6, "timestamp": "2024-09-01T09:00:00Z",
-               "responses": [{"criterion_question_text": AES_CRITERION,
-                              "question_text": "Is the archive encrypted now?",
-                              "answer_text": "Yes, since August."}]}
+    payload = payloads.round_payload(6, [payloads.response(
+        "Is the archive encrypted now?", "Yes, since August.", AES_CRITERION)],
+        timestamp="2024-09-01T09:00:00Z")
     list(dashboard_workbench_llm.ingest_questionnaires([parse_payload(payload)]))
     resources.store_changed()  # what the Evidence library page calls after an ingest
     at.run()

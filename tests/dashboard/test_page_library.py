@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import AES_CRITERION, SAMPLE_DATA
 from tests.dashboard.conftest import page
+from tests.support import payloads
 from tests.support.snapshot import assert_unchanged, store_snapshot
 
 POLICY = (b"# Key rotation policy\n\nAll customer data keys are rotated every 90 days. "
@@ -20,16 +21,10 @@ POLICY = (b"# Key rotation policy\n\nAll customer data keys are rotated every 90
 
 
 def round_payload(**changes) -> dict:
-    payload = {
-        "vendor_id": "acme", "round_number": 6, "timestamp": "2024-03-01T09:00:00Z",
-        "responses": [{
-            "criterion_question_text": "Does the vendor encrypt data at rest using AES-256?",
-            "question_text": "Please confirm the key length used for stored data.",
-            "answer_text": "256-bit keys throughout.",
-        }],
-    }
-    payload.update(changes)
-    return payload
+    return payloads.round_payload(6, [payloads.response(
+        "Please confirm the key length used for stored data.", "256-bit keys throughout.",
+        "Does the vendor encrypt data at rest using AES-256?")],
+        timestamp="2024-03-01T09:00:00Z") | changes
 
 
 def table(at, column: str):

@@ -16,6 +16,7 @@ from dashboard import resources
 from dashboard.views import quality
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import page
+from tests.support import payloads
 from tests.support.bench_results import SHARES, STRATEGIES, bench_result, write_results
 
 pytest_plugins = ["tests.llm_stub"]
@@ -277,10 +278,9 @@ def test_an_ingest_makes_the_comparison_run_again(results_folder, dashboard_work
     assert table(at, "Linked by hash")["Linked by hash"].tolist() == [
         "5; latest 3: rounds 3, 4, 5"]
 
-    payload = {"vendor_id": "acme", "round_number": 6, "timestamp": "2024-09-01T09:00:00Z",
-               "responses": [{"criterion_question_text": AES_CRITERION,
-                              "question_text": "Confirm the key length for stored data.",
-                              "answer_text": "AES-256 throughout."}]}
+    payload = payloads.round_payload(6, [payloads.response(
+        "Confirm the key length for stored data.", "AES-256 throughout.", AES_CRITERION)],
+        timestamp="2024-09-01T09:00:00Z")
     list(dashboard_workbench.ingest_questionnaires([parse_payload(payload)]))
     resources.store_changed()  # what the Evidence library page calls after an ingest
     at.run()
@@ -394,10 +394,9 @@ def test_assess_with_every_strategy_shows_the_verdicts_side_by_side(llm_results,
 
     # A new linked round changes the prompt of every strategy that puts it in the context:
     # those verdicts are now stale, the others still current.
-    payload = {"vendor_id": "acme", "round_number": 6, "timestamp": "2024-09-01T09:00:00Z",
-               "responses": [{"criterion_question_text": AES_CRITERION,
-                              "question_text": "Is the archive encrypted now?",
-                              "answer_text": "Yes, since August."}]}
+    payload = payloads.round_payload(6, [payloads.response(
+        "Is the archive encrypted now?", "Yes, since August.", AES_CRITERION)],
+        timestamp="2024-09-01T09:00:00Z")
     list(llm_results.ingest_questionnaires([parse_payload(payload)]))
     resources.store_changed()
     at.run()

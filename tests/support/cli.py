@@ -1,0 +1,66 @@
+"""Running the `evidence` command as the tests do: in this process through `core.cli.main`
+(with pytest's capsys or capfd catching its output), or as a new process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+Arg = str | bytes | os.PathLike | int  # bytes are passed as they are, the others as str()
+
+# Which stdout lines `json_lines` parses: the ones not blank (the default), the ones that
+# open a JSON object (`is_object`, for commands that print text around their records), or
+# every line (None).
+LineFilter = Callable[[str], object] | None
+
+
+def _argv(args: tuple[Arg, ...]) -> list[str | bytes]:
+    return [arg if isinstance(arg, bytes) else str(arg) for arg in args]
+
+
+def is_object(line: str) -> bool:
+    return line.startswith("{")
+
+
+def json_lines(text: str, keep: LineFilter = str.strip) -> list[Any]:
+    """The lines of `text` that `keep` accepts, each parsed as JSON."""
+    return [json.loads(line) for line in text.splitlines() if keep is None or keep(line)]
+
+
+def run_main(capture, *argv: Arg, clear: bool = False) -> tuple[int, str, str]:
+    """`evidence ARGV` run in this process: its exit code, and its stdout and stderr as
+    `capture` (capsys or capfd) caught them; `clear` drops first what was caught before."""
+    from core.cli import main  # imported at the first run, not with this module
+
+    if clear:
+        capture.readouterr()
+    code = main(_argv(argv))
+    out, err = capture.readouterr()
+    return code, out, err
+
+
+def run_json(capture, *argv: Arg, keep: LineFilter = str.strip,
+             clear: bool = False) -> tuple[int, list[Any], str]:
+    """`run_main`, with stdout's lines (those `keep` accepts) parsed as JSON."""
+    code, out, err = run_main(capture, *argv, clear=clear)
+    return code, json_lines(out, keep), err
+
+
+def environment(**changes: str) -> dict[str, str]:
+    """This process's environment without any EVIDENCE_* setting, and then `changes`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")}
+    env.update(changes)
+    return env
+
+
+def run_process(*args: Arg, env: Mapping[str, str], cwd: Path,
+                text: bool = True) -> subprocess.CompletedProcess:
+    """`python -m core.cli ARGS` in a new process with exactly `env`, in `cwd`; its output
+    caught, as text unless `text` is False."""
+    return subprocess.run([sys.executable, "-m", "core.cli", *_argv(args)], env=env, cwd=cwd,
+                          capture_output=True, text=text)
