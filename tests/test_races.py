@@ -8,7 +8,9 @@ embeds slowly in small write steps, so their writes overlap unless something mak
 turns. The writers meet by construction: the first to hold the store's write lock keeps it
 (through the store's `on_lock_held` seam) until the other is seen waiting for it, or has
 finished, so no trial depends on how fast a process starts. Each child still reports whether
-it had to wait for the other's write lock, and a trial counts only if one of them did."""
+it had to wait for the other's write lock, and a trial counts only if one of them did. The
+control without the lock interleaves by construction too: its first writer deletes the other
+versions' chunks only once the second has committed."""
 
 from __future__ import annotations
 
@@ -54,6 +56,26 @@ def slow_commit_links(*args, **kwargs):  # a round's writes take long enough to 
 
 core.ingest.writer.commit_links = slow_commit_links
 
+if spec.get("unlocked"):
+    # The control's writers interleave by construction: the first commits its version, then
+    # deletes the other versions' chunks only once the second has committed its own.
+    real_commit, real_delete = core.ingest.writer.commit_document, core.ingest.writer.delete_stale
+
+    def commit_document(*args, **kwargs):
+        real_commit(*args, **kwargs)
+        Path(spec["committed"]).touch()
+
+    def delete_stale(*args, **kwargs):
+        other_committed = Path(spec["other_committed"])
+        for _ in range(24000 if spec["first"] else 0):  # 120 s at most
+            if other_committed.exists():
+                break
+            time.sleep(0.005)
+        return real_delete(*args, **kwargs)
+
+    core.ingest.writer.commit_document = commit_document
+    core.ingest.writer.delete_stale = delete_stale
+
 
 class SlowEmbedder(FakeEmbedder):
     def embed(self, texts):
@@ -86,8 +108,9 @@ workbench.store.on_lock_held = hold_until_the_other_waits
 
 
 start = Path(spec["start"])
+Path(spec["ready"]).touch()
 for _ in range(20000):  # the start line: both children are loaded before either writes
-    if start.exists():
+    if start.exists() and Path(spec["other_ready"]).exists():
         break
     time.sleep(0.005)
 if spec["kind"] == "docs":
@@ -215,7 +238,10 @@ def race(inputs: Path, settings: dict[str, Any], start: Path,
             **step, "path": str(inputs / step["path"]), "settings": settings,
             "unlocked": unlocked, "start": str(start),
             "waiting": marker("waiting", i), "done": marker("done", i),
-            "other_waiting": marker("waiting", 1 - i), "other_done": marker("done", 1 - i)})],
+            "other_waiting": marker("waiting", 1 - i), "other_done": marker("done", 1 - i),
+            "ready": marker("ready", i), "other_ready": marker("ready", 1 - i),
+            "committed": marker("committed", i), "other_committed": marker("committed", 1 - i),
+            "first": i == 0})],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for i, step in enumerate(steps)]
     start.touch()
