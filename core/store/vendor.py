@@ -159,19 +159,6 @@ class VendorStore:
         return (_chunks_of({name: [found[name][i] for i in present]
                             for name in ("ids", "documents", "metadatas")}), len(found["ids"]))
 
-    def query(self, embedding: np.ndarray, n: int, where: FilterInput = None
-              ) -> list[tuple[StoredChunk, float]]:
-        """The approximate index's `n` nearest records with their cosine similarity, best
-        first; a record deleted while the query ran is left out."""
-        result = self.chunks.query(query_embeddings=[np.asarray(embedding, dtype=np.float32)],
-                                   n_results=n, where=chroma_where(where),
-                                   include=["documents", "metadatas", "distances"])
-        return [(StoredChunk(i, text, dict(meta)), 1.0 - float(distance))
-                for i, text, meta, distance in zip(result["ids"][0], result["documents"][0],
-                                                   result["metadatas"][0],
-                                                   result["distances"][0], strict=True)
-                if meta is not None]
-
     def bare_query(self, embedding: np.ndarray, n: int) -> int:
         """One unfiltered nearest-neighbour query, nothing converted: the floor a retrieval is
         measured against. Returns how many records it answered."""
@@ -329,7 +316,7 @@ class VendorEvidence:
         window wider than the answer is checked against the records themselves. This runs
         only when the whole (filtered) collection fits in the window."""
         returned = {row[0] for row in rows}
-        if where is None and self.vendor.chunks.count() <= len(returned):
+        if where is None and self.vendor.count_chunks() <= len(returned):
             return rows
         missing = [i for i in self.vendor.record_ids(where, page_size=self._page_size)
                    if i not in returned]
