@@ -277,7 +277,8 @@ class FollowupHit(BaseModel):
     found_by: list[FoundBy] = Field(default_factory=list)
     # How the follow-up's linked criterion text differs from this criterion by typos, as the
     # decision to vouch for it found (typo, word pairs; [] for punctuation alone); None when
-    # no such decision was made. The tier's reason is read from it, never recomputed.
+    # no such decision was made. The tier's reason is read from it, never recomputed; it
+    # is cleared once the tier is assigned, so a tiered hit equals its stored form.
     typo_corrections: list[tuple[str, str]] | None = Field(None, exclude=True)
     question_similarity: float
     tier: Tier | None = None

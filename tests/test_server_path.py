@@ -152,9 +152,14 @@ def _hang_up(*sockets: socket.socket) -> None:
 
 # Helpers ----------------------------------------------------------------------------------------
 
+# A writer killed with the server leaves its write lease on the server; the rerun after the
+# restart takes it over once it lapses. A short lease keeps that wait short.
+LEASE_S = 3.0
+
+
 def server_settings(port: int, tmp_path: Path) -> Settings:
     return Settings(chroma_host="127.0.0.1", chroma_port=port, store=tmp_path / "unused",
-                    reranker_cache_dir=tmp_path / "no-models")
+                    reranker_cache_dir=tmp_path / "no-models", write_lease_s=LEASE_S)
 
 
 def fake_workbench(port: int, tmp_path: Path) -> Workbench:
@@ -323,7 +328,7 @@ def test_cli_ingest_with_the_server_killed_mid_document(tmp_path, real_embedder)
     # chunks (the third).
     relay = KillingRelay(server, b"/upsert", mode="cut", occurrence=3)
     env = {**os.environ, "EVIDENCE_RERANKER_CACHE_DIR": str(tmp_path / "no-models"),
-           "EVIDENCE_STORE": str(tmp_path / "unused")}
+           "EVIDENCE_STORE": str(tmp_path / "unused"), "EVIDENCE_WRITE_LEASE_S": str(LEASE_S)}
     env.pop("EVIDENCE_DEBUG", None)
     try:
         done = run_process("--chroma-host", "127.0.0.1", "--chroma-port", str(relay.port),

@@ -238,3 +238,37 @@ def test_a_write_between_two_retrievals_is_seen_without_a_note(workbench, tmp_pa
     assert [f.round_number for f in again.followups] == [1, 2]
     assert "policy.md" in {c.source for c in again.evidence}
     assert not any("changed during retrieval" in note for note in again.notes)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_servers_write_lease_is_renewed_by_its_owner_and_taken_over_once_it_lapses(tmp_path):
+    """The lock a writer holds on a ChromaDB server: a record with an expiry. Renewed, it
+    keeps others out; left to lapse (its writer died with the server), the next writer takes
+    it; and a renewal never makes again a record that was taken over."""
+    import chromadb
+
+    from core.store.locking import LeaseLock
+
+    client = chromadb.PersistentClient(path=str(tmp_path / "locks"))
+    clock = _Clock()
+    first, second = (LeaseLock(client, "store", lease_s=10, wait_s=0, clock=clock)
+                     for _ in range(2))
+    assert first.try_acquire() is None
+    assert second.try_acquire()["owner"] == first.owner
+    clock.now += 8
+    first.renew()
+    clock.now += 8  # 16 s after the claim, 8 s after the renewal: still held
+    assert second.try_acquire()["owner"] == first.owner
+    clock.now += 3  # the renewal has lapsed
+    assert second.try_acquire() is None
+    first.renew()  # the old owner, back too late, changes nothing
+    assert first.try_acquire()["owner"] == second.owner
+    second.release()
+    assert first.try_acquire() is None

@@ -258,6 +258,7 @@ def assign_tiers(hash_hits: Sequence[FollowupHit], semantic_hits: Sequence[Follo
             "tier": tier,
             "tier_reason": f"{how}; {wording}, similarity {hit.question_similarity:.2f} "
                            f"{sign} {threshold:.2f}: {tier}",
+            "typo_corrections": None,
         })
     for hit in semantic_hits:
         if hit.id in tiered:
@@ -266,6 +267,8 @@ def assign_tiers(hash_hits: Sequence[FollowupHit], semantic_hits: Sequence[Follo
             continue
         tiered[hit.id] = hit.model_copy(update={
             "tier": "low", "tier_reason": _low_tier_reason(hit, criterion),
+            # Spent once the reason is written: a tiered hit equals its stored form.
+            "typo_corrections": None,
         })
     return list(tiered.values())
 

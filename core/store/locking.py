@@ -125,10 +125,11 @@ class LeaseLock:
         return holder
 
     def renew(self) -> None:
-        """Push the expiry on, if the record is still this process's."""
+        """Push the expiry on, if the record is still this process's. An update, never an
+        upsert: a record that was taken away is not made again."""
         record = self._record()
         if record is not None and record.get("owner") == self.owner:
-            writes.apply(self._locks(), "upsert", ids=[LOCK_ID], embeddings=[[0.0]],
+            writes.apply(self._locks(), "update", ids=[LOCK_ID],
                          metadatas=[{**record, "expires_at": self.clock() + self.lease_s}])
 
     def release(self) -> None:
