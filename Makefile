@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-packages dashboard test lint
+.PHONY: install system-packages dashboard test test-fast lint
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,8 +37,14 @@ system-packages:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
+# Two workers (pytest-xdist), one test file each at a time: a file's shared fixtures (a
+# store built once, a server started once) stay in one process.
 test: install system-packages
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+# The inner loop: no real embedding model, no server, no browser.
+test-fast: install
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not model and not server and not browser"
 
 lint: install
 	$(BIN)/ruff check core dashboard tests

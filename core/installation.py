@@ -17,9 +17,21 @@ def _normal(name: str) -> str:
 
 
 def clashing_distributions() -> list[str]:
-    """Other installed distributions that also provide a top-level `core` package."""
-    owners = metadata.packages_distributions().get(PACKAGE, [])
-    return sorted({name for name in owners if _normal(name) != DISTRIBUTION})
+    """Other installed distributions that also provide a top-level `core` package: named in
+    their top_level.txt where they have one, else holding files under core/ in their RECORD.
+    Each file is searched as text, not parsed: every command runs this check, and parsing
+    every RECORD of an environment with torch in it takes most of a second."""
+    owners = set()
+    for dist in metadata.distributions():
+        top_level = dist.read_text("top_level.txt")
+        if top_level is not None:
+            provides = PACKAGE in top_level.split()
+        else:
+            record = dist.read_text("RECORD") or ""
+            provides = record.startswith(f"{PACKAGE}/") or f"\n{PACKAGE}/" in record
+        if provides:
+            owners.add(dist.metadata["Name"])
+    return sorted({name for name in owners if name and _normal(name) != DISTRIBUTION})
 
 
 @cache

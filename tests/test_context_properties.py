@@ -43,10 +43,11 @@ from core.trace.context import (
 )
 from tests.conftest import AES_CRITERION
 from tests.support.payloads import round_payload
+from tests.support.properties import store_examples
 
 PURE = settings(max_examples=200, deadline=None)
 SMALL = settings(max_examples=100, deadline=None)
-END_TO_END = settings(max_examples=15, deadline=None,
+END_TO_END = settings(max_examples=store_examples(15), deadline=None,
                       suppress_health_check=[HealthCheck.function_scoped_fixture,
                                              HealthCheck.too_slow])
 

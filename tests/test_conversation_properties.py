@@ -72,6 +72,7 @@ from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker, point_the_command_at
 from tests.support.cli import run_main as run
 from tests.support.payloads import round_payload
+from tests.support.properties import store_examples
 from tests.test_context_properties import (
     HOSTILE_FRAGMENTS,
     UNICODE,
@@ -82,7 +83,7 @@ from tests.test_context_properties import (
 pytest_plugins = ["tests.llm_stub"]
 
 PURE = settings(max_examples=200, deadline=None, database=None)
-END_TO_END = settings(max_examples=100, deadline=None, database=None,
+END_TO_END = settings(max_examples=store_examples(30), deadline=None, database=None,
                       suppress_health_check=[HealthCheck.function_scoped_fixture,
                                              HealthCheck.too_slow])
 

@@ -13,13 +13,16 @@ Version: 1.0
 """
 
 
-def fake_distribution(site, monkeypatch):
-    """A distribution 'other-core' whose files include a top-level core/ package."""
+def fake_distribution(site, monkeypatch, *, top_level: bool = True, record: str = (
+        "other_core-1.0.dist-info/METADATA,,\ncore/__init__.py,,\ncore/other.py,,\n")):
+    """A distribution 'other-core' whose files include a top-level core/ package; without a
+    top_level.txt (as wheels built by hatchling or poetry ship) only its RECORD says so."""
     info = site / "other_core-1.0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(FAKE_DIST)
-    (info / "top_level.txt").write_text("core\n")
-    (info / "RECORD").write_text("core/__init__.py,,\ncore/other.py,,\n")
+    if top_level:
+        (info / "top_level.txt").write_text("core\n")
+    (info / "RECORD").write_text(record)
     monkeypatch.syspath_prepend(str(site))
 
 
@@ -30,6 +33,18 @@ def test_the_workbench_alone_has_the_name_to_itself():
 def test_another_distribution_with_a_top_level_core_is_named(tmp_path, monkeypatch):
     fake_distribution(tmp_path / "site", monkeypatch)
     assert clashing_distributions() == ["other-core"]
+
+
+def test_a_distribution_without_top_level_txt_is_named_from_its_record(tmp_path, monkeypatch):
+    fake_distribution(tmp_path / "site", monkeypatch, top_level=False)
+    assert clashing_distributions() == ["other-core"]
+
+
+def test_a_distribution_with_a_core_folder_below_its_own_package_is_not_named(
+        tmp_path, monkeypatch):
+    fake_distribution(tmp_path / "site", monkeypatch, top_level=False,
+                      record="other/__init__.py,,\nother/core/__init__.py,,\n")
+    assert clashing_distributions() == []
 
 
 def test_the_cli_refuses_to_run_in_one_sentence(tmp_path):

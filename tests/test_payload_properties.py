@@ -51,12 +51,13 @@ from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
 from tests.support.payloads import numbered
+from tests.support.properties import store_examples
 from tests.support.snapshot import assert_unchanged, collections_snapshot, store_snapshot
 from tests.support.store import read_links, read_manifest
 
 # A property keeps one store across its examples on purpose (see the module docstring); the
 # function-scoped fixtures it uses are the store and the autouse environment guard.
-STORE_PROPERTY = settings(max_examples=60, deadline=None, database=None,
+STORE_PROPERTY = settings(max_examples=store_examples(30), deadline=None, database=None,
                           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                  HealthCheck.too_slow,
                                                  HealthCheck.data_too_large])

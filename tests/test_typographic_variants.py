@@ -26,10 +26,11 @@ from core.retrieval.similarity import question_similarity, typographic_differenc
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.support.payloads import response, round_payload
+from tests.support.properties import store_examples
 from tests.support.store import get_all
 
 STRATEGIES = ("precedence", "tiered", "hash_extraction")
-STORE_PROPERTY = settings(max_examples=40, deadline=None, database=None,
+STORE_PROPERTY = settings(max_examples=store_examples(20), deadline=None, database=None,
                           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                  HealthCheck.too_slow])
 VENDOR_IDS = (f"pasted-{n}" for n in itertools.count(1))

@@ -158,8 +158,10 @@ class EvidenceStore:
         if opened is not None:
             self._check_compatible(vendor_id, opened.chunks.metadata or {}, embedding_model)
             return opened
-        existing = self.vendor_ids()
-        if vendor_id not in existing:
+        # One lookup by name for a vendor that exists; the whole list only for one that
+        # does not (to refuse an id differing only in case from an existing vendor's).
+        if self._find(chunks_collection_name(vendor_id)) is None:
+            existing = self.vendor_ids()
             self.refuse_case_clash(vendor_id, existing)
             if not create:
                 raise UnknownVendorError(
@@ -220,10 +222,19 @@ class EvidenceStore:
         if create:
             return writes.create(self.client, name, embedding_function=None,
                                                         **options)
-        names = {c if isinstance(c, str) else c.name for c in self.client.list_collections()}
-        if name not in names:
+        return self._find(name)
+
+    def _find(self, name: str) -> Any | None:
+        """The collection of this name, or None (reading a store never written creates
+        nothing)."""
+        if not self.exists():
             return None
-        return self.client.get_collection(name, embedding_function=None)
+        from chromadb.errors import NotFoundError
+
+        try:
+            return self.client.get_collection(name, embedding_function=None)
+        except NotFoundError:
+            return None
 
     @staticmethod
     def refuse_case_clash(vendor_id: str, existing: Sequence[str]) -> None:
