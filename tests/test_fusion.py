@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -166,13 +167,19 @@ def test_hybrid_passes_the_filter_to_both_sources():
 
 
 class FailingSource(ListedSource):
-    """A source whose search fails, after `delay` seconds."""
+    """A source whose search fails, after `delay` seconds (and, with `after`, only once that
+    event is set)."""
 
-    def __init__(self, name: str, error: Exception, delay: float = 0.0) -> None:
+    def __init__(self, name: str, error: Exception, delay: float = 0.0,
+                 after: threading.Event | None = None) -> None:
         super().__init__(name, [])
-        self.error, self.delay = error, delay
+        self.error, self.delay, self.after = error, delay, after
+        self.started = threading.Event()
 
     def nearest(self, query, n, *, where=None):
+        self.started.set()
+        if self.after is not None:
+            self.after.wait()
         time.sleep(self.delay)
         super().nearest(query, n, where=where)
         raise self.error
@@ -180,9 +187,11 @@ class FailingSource(ListedSource):
 
 def test_hybrid_raises_the_vector_searchs_error_once_the_lexical_search_ended():
     lexical = FailingSource("lexical", RuntimeError("lexical failed"), delay=0.2)
+    # The vector search fails once the lexical one has started (one not yet started is
+    # cancelled instead): the hybrid must wait for it to end before raising.
+    vector = FailingSource("vector", RuntimeError("vector failed"), after=lexical.started)
     with pytest.raises(RuntimeError, match="vector failed"):
-        HybridSearch(FailingSource("vector", RuntimeError("vector failed")), lexical,
-                     lexical_n=5, k=60).nearest(QUERY, 3)
+        HybridSearch(vector, lexical, lexical_n=5, k=60).nearest(QUERY, 3)
     assert lexical.calls == [(5, None)]  # it had run to its end before the error came out
 
 
