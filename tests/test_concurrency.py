@@ -56,22 +56,33 @@ from tests.support import payloads
 from tests.support.store import get_all, read_manifest
 
 VENDOR = "acme"
-_COMPILING = threading.Lock()
+_COMPILING = threading.RLock()
 
 
 @pytest.fixture(autouse=True)
 def pages_compiled_one_at_a_time(monkeypatch):
     """Streamlit's server compiles each page once, under its script cache's lock; every
     AppTest has a cache of its own, so sessions in threads here compile at the same moment,
-    which CPython 3.11's compiler does not survive ("AST constructor recursion depth
-    mismatch"). The tests give AppTest the server's behaviour: one compile at a time."""
+    which CPython 3.11's compiler does not survive before 3.11.8 ("AST constructor recursion
+    depth mismatch", python/cpython#106905). The tests give AppTest the server's behaviour:
+    one compile at a time, and one parse of a page's source into a syntax tree (Streamlit's
+    "magic" parses each page before compiling it) at a time."""
+    import ast
+
     from streamlit.runtime.scriptrunner import script_cache
+
+    parse = ast.parse
 
     def compile_one_at_a_time(*args: Any, **kwargs: Any) -> Any:
         with _COMPILING:
             return compile(*args, **kwargs)
 
+    def parse_one_at_a_time(*args: Any, **kwargs: Any) -> Any:
+        with _COMPILING:
+            return parse(*args, **kwargs)
+
     monkeypatch.setattr(script_cache, "compile", compile_one_at_a_time, raising=False)
+    monkeypatch.setattr(ast, "parse", parse_one_at_a_time)
 READERS = 4
 MIN_ITERATIONS = 10
 MAX_ITERATIONS = 40
