@@ -18,6 +18,7 @@ from core.config import Settings
 from core.workbench import Workbench
 from tests.chroma_server import ChromaServer
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.shared import built_once
 
 # Outside `streamlit run` Streamlit's cache decorators warn on every call that there is no
 # runtime; the dashboard tests that need one run under AppTest. Streamlit sets its loggers'
@@ -88,14 +89,17 @@ def real_embedder():
 
 @pytest.fixture(scope="session")
 def sample_store(tmp_path_factory, real_embedder) -> Path:
-    """The whole sample_data ingested once with the real model into a store on disk."""
+    """The whole sample_data ingested once per run with the real model into a store on disk
+    (every test copies it before use)."""
     from core.ingest.sample import ingest_sample
 
-    store = tmp_path_factory.mktemp("sample") / "store"
-    bench = Workbench(Settings(store=store, reranker_cache_dir=store.parent / "no-models"),
-                      embedder=real_embedder)
-    ingest_sample(bench, SAMPLE_DATA)
-    return store
+    def build(folder: Path) -> None:
+        bench = Workbench(Settings(store=folder / "store",
+                                   reranker_cache_dir=folder / "no-models"),
+                          embedder=real_embedder)
+        ingest_sample(bench, SAMPLE_DATA)
+
+    return built_once(tmp_path_factory, "sample-store", build) / "store"
 
 
 def server_fingerprint(port: int) -> str:
@@ -225,3 +229,17 @@ def sample_workbench_on(request, kind: str, sample_store: Path, tmp_path: Path,
     store = tmp_path / "sample-store"
     shutil.copytree(sample_store, store)
     return Workbench(Settings(store=store, reranker_cache_dir=no_models), embedder=real_embedder)
+
+
+# The test files that take longest, longest first. With two workers taking one file at a
+# time, a long file started last kept one worker busy for minutes while the other idled.
+LONGEST_FIRST = ("test_browser.py", "test_faults.py", "test_bench.py",
+                 "test_conversation_properties.py", "test_integration_real_model.py",
+                 "test_onnx_embedding.py", "test_cli.py", "test_concurrency.py",
+                 "test_races.py", "test_server_path.py", "test_fault_stress.py",
+                 "test_models_command.py", "test_shared_server.py", "test_persistence.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: at for at, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files whole

@@ -49,7 +49,7 @@ from core.store import (
 )
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
-from tests.support import payloads
+from tests.support import payloads, warm
 from tests.support.store import get_all, read_links, read_manifest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -847,8 +847,7 @@ def child_env() -> dict[str, str]:
 
 
 def run_driver(driver: Path, spec: dict[str, Any]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(driver), json.dumps(spec)], cwd=REPO,
-                          env=child_env(), capture_output=True, text=True)
+    return warm.run_script(driver, json.dumps(spec), cwd=REPO, env=child_env())
 
 
 @pytest.mark.parametrize(("name", "number", "when"),

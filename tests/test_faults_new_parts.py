@@ -19,7 +19,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -34,7 +33,7 @@ from core.store import verdicts_collection_name
 from core.workbench import Workbench
 from tests import test_faults
 from tests.fakes import FakeEmbedder, FakeReranker
-from tests.support import payloads
+from tests.support import payloads, warm
 from tests.support.cli import is_object, run_json
 from tests.support.store import get_all
 from tests.test_faults import (
@@ -164,8 +163,7 @@ def run_child(driver: Path, store: Path, argv: list[str], *, kill: dict | None =
               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     spec = {"store": str(store), "argv": argv, "kill": kill, "env": env or {},
             "reranker_status": RERANKER_STATUS.model_dump()}
-    return subprocess.run([sys.executable, str(driver), json.dumps(spec)], cwd=REPO,
-                          env=child_env(), capture_output=True, text=True)
+    return warm.run_script(driver, json.dumps(spec), cwd=REPO, env=child_env())
 
 
 def assert_killed(child: subprocess.CompletedProcess, where: str) -> str:

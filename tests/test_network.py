@@ -191,7 +191,7 @@ def test_the_onnx_runtime_is_exported_and_started_without_the_network(no_network
                                                                       real_embedder):
     """Exported from the installed weights (when this is the session's first export) and
     started from the cache: neither looks for anything beyond this machine."""
-    cache = shared_onnx_cache(tmp_path_factory.getbasetemp(), real_embedder)
+    cache = shared_onnx_cache(tmp_path_factory, real_embedder)
     embedder = OnnxEmbedder(real_embedder, cache_dir=cache, required=True)
     assert embedder.embed([AES_CRITERION]).shape == (1, 384)
     assert embedder.runtime == "onnx"

@@ -47,7 +47,7 @@ def bundled_folder() -> Path:
 
 @pytest.fixture(scope="session")
 def onnx_cache(tmp_path_factory, real_embedder) -> Path:
-    return shared_onnx_cache(tmp_path_factory.getbasetemp(), real_embedder)
+    return shared_onnx_cache(tmp_path_factory, real_embedder)
 
 
 @pytest.fixture

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from core.config import Settings
 from core.workbench import Workbench
 from tests.chroma_server import ChromaServer
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support import warm
 from tests.support.payloads import numbered, round_payload
 from tests.support.store import get_all, read_links, read_manifest
 
@@ -233,23 +232,23 @@ def race(inputs: Path, settings: dict[str, Any], start: Path,
     def marker(kind: str, child: int) -> str:
         return str(start.parent / f"{start.name}-{kind}-{child}")
 
-    children = [subprocess.Popen(
-        [sys.executable, str(inputs / "child.py"), json.dumps({
+    children = [warm.start_script(
+        inputs / "child.py", json.dumps({
             **step, "path": str(inputs / step["path"]), "settings": settings,
             "unlocked": unlocked, "start": str(start),
             "waiting": marker("waiting", i), "done": marker("done", i),
             "other_waiting": marker("waiting", 1 - i), "other_done": marker("done", 1 - i),
             "ready": marker("ready", i), "other_ready": marker("ready", 1 - i),
             "committed": marker("committed", i), "other_committed": marker("committed", 1 - i),
-            "first": i == 0})],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            "first": i == 0}),
+        cwd=REPO, env=env)
         for i, step in enumerate(steps)]
     start.touch()
     results = []
     for child in children:
-        out, err = child.communicate()
-        assert child.returncode == 0, err
-        results.append(json.loads(out.strip().splitlines()[-1]))
+        done = child.wait()
+        assert done.returncode == 0, done.stderr
+        results.append(json.loads(done.stdout.strip().splitlines()[-1]))
     return results
 
 
