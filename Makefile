@@ -38,13 +38,14 @@ system-packages:
 	fi
 
 # Two workers (pytest-xdist), one test file each at a time: a file's shared fixtures (a
-# store built once, a server started once) stay in one process.
+# store built once, a server started once) stay in one process. Files start in the order
+# tests/conftest.py gives them (longest first), not xdist's order by number of tests.
 test: install system-packages
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # The inner loop: no real embedding model, no server, no browser.
 test-fast: install
-	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not model and not server and not browser"
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not model and not server and not browser"
 
 lint: install
 	$(BIN)/ruff check core dashboard tests
