@@ -26,6 +26,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.model]
 CHROMIUM = Path("/usr/bin/chromium")
 TYPED_CRITERION = "Does the vendor rotate its encryption keys at least once a year?"
 ARTIFACTS = REPO / "tests" / "artifacts"
+# How long a step of the page may take before the test calls it hung. No test here measures
+# speed (the first start's times are printed, not asserted): on a machine whose cores other
+# processes keep busy, indexing and drawing take several times longer, and a page waited for
+# 3 minutes was still drawing its charts.
+WAIT_MS = 900_000
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]
@@ -98,7 +103,7 @@ def _main_text(page) -> str:
     with contextlib.suppress(PlaywrightTimeout):  # an empty table has no cells
         page.wait_for_function(
             "() => [...document.querySelectorAll('[data-testid=\"stDataFrame\"]')]"
-            ".every(grid => grid.querySelector('[role=\"gridcell\"]'))", timeout=30_000)
+            ".every(grid => grid.querySelector('[role=\"gridcell\"]'))", timeout=WAIT_MS)
     cells = main.locator("[role='gridcell']").all_text_contents()
     return main.inner_text() + "\n" + "\n".join(cells)
 
@@ -106,17 +111,17 @@ def _main_text(page) -> str:
 def _open(page, title: str, last_shown: str) -> None:
     """Open a page from the sidebar and wait until `last_shown`, text near its end, is there."""
     page.get_by_role("link", name=title).click()
-    page.get_by_role("heading", name=title).first.wait_for(timeout=120_000)
+    page.get_by_role("heading", name=title).first.wait_for(timeout=WAIT_MS)
     page.wait_for_function(
         "text => document.querySelector('[data-testid=\"stMain\"]').innerText.includes(text)",
-        arg=last_shown, timeout=180_000)
+        arg=last_shown, timeout=WAIT_MS)
     _wait_until_idle(page)
 
 
 def _wait_until_idle(page) -> None:
     # Streamlit shows a "Running..." status widget while a script runs.
     page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=180_000)
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=WAIT_MS)
 
 
 def _wait_until_drawn(page) -> None:
@@ -131,7 +136,7 @@ def _wait_until_drawn(page) -> None:
                 && grids.every(g => g.querySelector('[role="gridcell"]'))
                 && charts.every(c => c.querySelector('.main-svg'))
                 && !main.querySelector('[data-testid="stSkeleton"]');
-        }""", timeout=180_000)
+        }""", timeout=WAIT_MS)
 
 
 def _type_criterion(page, criterion: str) -> None:
@@ -140,14 +145,14 @@ def _type_criterion(page, criterion: str) -> None:
     page.keyboard.type(criterion)
     page.keyboard.press("Enter")
     page.get_by_test_id("stMain").get_by_text(criterion_hash(criterion)).wait_for(
-        timeout=180_000)
+        timeout=WAIT_MS)
     _wait_until_idle(page)
 
 
 def _table_row(page, table: int, first_cell: str) -> list[str]:
     """The cells of the row that starts with `first_cell` in the page's n-th table."""
     grid = page.get_by_test_id("stMain").get_by_test_id("stDataFrame").nth(table)
-    grid.locator("[role='gridcell']").first.wait_for(state="attached", timeout=30_000)
+    grid.locator("[role='gridcell']").first.wait_for(state="attached", timeout=WAIT_MS)
     for row in grid.locator("[role='row']").all():
         cells = row.locator("[role='gridcell']").all_text_contents()
         if cells and cells[0] == first_cell:
@@ -167,16 +172,16 @@ def test_first_start_shows_the_indexing_then_the_pages(tmp_path_factory, browser
         page = browser.new_page(viewport={"width": 1440, "height": 1000})
         page.goto(url)
         page.get_by_role("heading", name="Indexing the sample data").first.wait_for(
-            timeout=120_000)
+            timeout=WAIT_MS)
         titled_s = time.monotonic() - started
         with contextlib.suppress(PlaywrightTimeout):  # a step of the sample data under way
             page.wait_for_function(
                 "() => document.querySelector('[data-testid=\"stMain\"]')"
                 ".innerText.includes(' texts · ')", timeout=60_000)
         _shot(page, "first_start_indexing")
-        page.get_by_role("heading", name="Criterion overview").first.wait_for(timeout=600_000)
+        page.get_by_role("heading", name="Criterion overview").first.wait_for(timeout=WAIT_MS)
         page.get_by_test_id("stMain").get_by_text(criterion_hash(AES_CRITERION)).first.wait_for(
-            timeout=180_000)
+            timeout=WAIT_MS)
         _wait_until_idle(page)
         _wait_until_drawn(page)  # the tables' rows and the chart, not their placeholders
         usable_s = time.monotonic() - started
@@ -196,7 +201,7 @@ def test_a_reviewer_walks_every_page(dashboard_url, browser):
     url, started = dashboard_url
     page = browser.new_page(viewport={"width": 1440, "height": 2600})
     page.goto(url)
-    page.get_by_role("heading", name="Criterion overview").first.wait_for(timeout=300_000)
+    page.get_by_role("heading", name="Criterion overview").first.wait_for(timeout=WAIT_MS)
     _wait_until_idle(page)
     print(f"\nfirst start to a usable first page: {time.monotonic() - started:.1f} s")
 
@@ -268,7 +273,7 @@ def test_a_reviewer_walks_every_page(dashboard_url, browser):
         "buffer": (f"Criterion,Question,Answer\r\n{AES_CRITERION},Which key length?,"
                    "AES-256 everywhere.\r\n").encode()}])
     main.get_by_role("button", name="Ingest 1 response into round 6 for vendor acme").wait_for(
-        timeout=120_000)
+        timeout=WAIT_MS)
     _wait_until_idle(page)
     assert "AES-256 everywhere." in _main_text(page)
     _shot(page, "6b_evidence_library_preview")
@@ -278,10 +283,10 @@ def test_a_reviewer_walks_every_page(dashboard_url, browser):
     assert main.locator(".js-plotly-plot").count() == 2  # the crowding curve and the stages
     assert _table_row(page, 0, "precedence")[-1] == "150/150 (100%)"  # the 100k run
     main.get_by_role("button", name="Compare every strategy").click()
-    main.get_by_text("Per criterion").wait_for(timeout=300_000)
+    main.get_by_text("Per criterion").wait_for(timeout=WAIT_MS)
     _wait_until_idle(page)
     # The page draws its four tables one after the other: wait for the last (the verdicts).
-    main.get_by_test_id("stDataFrame").nth(3).wait_for(state="attached", timeout=120_000)
+    main.get_by_test_id("stDataFrame").nth(3).wait_for(state="attached", timeout=WAIT_MS)
     live = _table_row(page, 1, "precedence")
     assert live[1].endswith("(100%)"), live
     assert live[2] == "9 of 9", live
@@ -305,7 +310,7 @@ def _page_text(page) -> str:
     with contextlib.suppress(PlaywrightTimeout):
         page.wait_for_function(
             "() => [...document.querySelectorAll('[data-testid=\"stDataFrame\"]')]"
-            ".every(grid => grid.querySelector('[role=\"gridcell\"]'))", timeout=30_000)
+            ".every(grid => grid.querySelector('[role=\"gridcell\"]'))", timeout=WAIT_MS)
     cells = page.locator("[role='gridcell']").all_text_contents()
     return page.locator("body").inner_text() + "\n" + "\n".join(cells)
 
@@ -316,21 +321,21 @@ def test_a_reviewer_asks_the_evidence(dashboard_url, browser):
     url, _started = dashboard_url
     page = browser.new_page(viewport={"width": 1440, "height": 2600})
     page.goto(url)
-    page.get_by_role("heading", name="Criterion overview").first.wait_for(timeout=300_000)
+    page.get_by_role("heading", name="Criterion overview").first.wait_for(timeout=WAIT_MS)
     _wait_until_idle(page)
     page.get_by_role("link", name="Ask the evidence").click()
-    page.get_by_role("heading", name="Ask the evidence").first.wait_for(timeout=120_000)
-    page.get_by_text("Also run the latest turn unanchored").wait_for(timeout=180_000)
+    page.get_by_role("heading", name="Ask the evidence").first.wait_for(timeout=WAIT_MS)
+    page.get_by_text("Also run the latest turn unanchored").wait_for(timeout=WAIT_MS)
     _wait_until_idle(page)
     for question in ("How are backups protected?", "Can you elaborate on that?"):
         box = page.get_by_placeholder("Ask about this vendor's evidence")
         box.fill(question)
         box.press("Enter")
         page.get_by_test_id("stChatMessage").filter(has_text=question).first.wait_for(
-            timeout=180_000)
+            timeout=WAIT_MS)
         _wait_until_idle(page)
     page.get_by_text("Turn 2: why these sources").click()
-    page.get_by_text("Searched for:").last.wait_for(timeout=60_000)
+    page.get_by_text("Searched for:").last.wait_for(timeout=WAIT_MS)
     _wait_until_idle(page)
     text = _page_text(page)
     assert "A continuation (rules)" in text
@@ -338,7 +343,7 @@ def test_a_reviewer_asks_the_evidence(dashboard_url, browser):
     assert "business_continuity_plan.md" in text
     assert "Not generated" in text  # no language model here: said plainly
     page.get_by_text("Also run the latest turn unanchored").click()
-    page.get_by_text("anchored against unanchored").wait_for(timeout=180_000)
+    page.get_by_text("anchored against unanchored").wait_for(timeout=WAIT_MS)
     _wait_until_idle(page)
     headers: list[str] = []
     for _ in range(120):  # bounded: the comparison's table is drawn after its heading
