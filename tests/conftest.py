@@ -18,7 +18,6 @@ from core.config import Settings
 from core.workbench import Workbench
 from tests.chroma_server import ChromaServer
 from tests.fakes import FakeEmbedder, FakeReranker
-from tests.support.cores import own_share_of_cores
 from tests.support.shared import built_once
 
 # Outside `streamlit run` Streamlit's cache decorators warn on every call that there is no
@@ -31,10 +30,6 @@ logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").set
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_DATA = REPO / "sample_data"
 AES_CRITERION = "Does the vendor encrypt data at rest using AES-256?"
-
-
-def pytest_configure(config):
-    own_share_of_cores()  # before any test module starts a model's thread pool
 
 
 @pytest.fixture(scope="module", autouse=True)
