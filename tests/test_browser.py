@@ -100,10 +100,10 @@ def _main_text(page) -> str:
     """What the page shows: its text, plus the cells of its tables (drawn on a canvas, and
     readable through the grid that Streamlit keeps for screen readers)."""
     main = page.get_by_test_id("stMain")
-    with contextlib.suppress(PlaywrightTimeout):  # an empty table has no cells
+    with contextlib.suppress(PlaywrightTimeout):  # an empty table has no cells: not a hang
         page.wait_for_function(
             "() => [...document.querySelectorAll('[data-testid=\"stDataFrame\"]')]"
-            ".every(grid => grid.querySelector('[role=\"gridcell\"]'))", timeout=WAIT_MS)
+            ".every(grid => grid.querySelector('[role=\"gridcell\"]'))", timeout=30_000)
     cells = main.locator("[role='gridcell']").all_text_contents()
     return main.inner_text() + "\n" + "\n".join(cells)
 
@@ -307,10 +307,10 @@ def test_a_reviewer_walks_every_page(dashboard_url, browser):
 
 def _page_text(page) -> str:
     """Everything the page shows, tables' cells included (the chat page's layout differs)."""
-    with contextlib.suppress(PlaywrightTimeout):
+    with contextlib.suppress(PlaywrightTimeout):  # an empty table has no cells: not a hang
         page.wait_for_function(
             "() => [...document.querySelectorAll('[data-testid=\"stDataFrame\"]')]"
-            ".every(grid => grid.querySelector('[role=\"gridcell\"]'))", timeout=WAIT_MS)
+            ".every(grid => grid.querySelector('[role=\"gridcell\"]'))", timeout=30_000)
     cells = page.locator("[role='gridcell']").all_text_contents()
     return page.locator("body").inner_text() + "\n" + "\n".join(cells)
 
