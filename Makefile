@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-packages dashboard test test-fast lint
+.PHONY: install system-packages ocr-packages dashboard test test-fast lint
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,8 +20,17 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 	-$(BIN)/evidence models --prepare || true
 
-dashboard: install
+dashboard: install ocr-packages
 	$(BIN)/streamlit run dashboard/app.py
+
+# The OCR engine that reads PDF pages without a text layer (Debian's tesseract). Without it
+# such pages are reported unreadable, in one sentence that says why.
+ocr-packages:
+	@command -v tesseract >/dev/null || { \
+	  echo "Installing Debian's tesseract-ocr (reads scanned PDF pages)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    tesseract-ocr tesseract-ocr-eng) || echo "tesseract-ocr could not be installed: \
+	scanned PDF pages will be reported unreadable."; }
 
 # Debian packages the tests use: chromium for the browser tests (Playwright's own browser
 # download cannot work offline), strace to watch the network traffic of a real run, nginx
@@ -40,7 +49,7 @@ system-packages:
 # Two workers (pytest-xdist), one test file each at a time: a file's shared fixtures (a
 # store built once, a server started once) stay in one process. Files start in the order
 # tests/conftest.py gives them (longest first), not xdist's order by number of tests.
-test: install system-packages
+test: install system-packages ocr-packages
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # The inner loop: no real embedding model, no server, no browser.

@@ -16,6 +16,9 @@ class CriterionEntry:
     text: str
     id: str | None = None
     question: str | None = None
+    # The questionnaire ids whose answers answer this criterion (a criteria file's
+    # questionnaire_ids column): they link to it as a hash match does.
+    questionnaire_ids: tuple[str, ...] = ()
 
     @property
     def asked(self) -> str:

@@ -109,6 +109,17 @@ def content_hash(criterion_question_text: str | None, question_text: str) -> str
     return short_hash(normalize_text(f"{criterion_question_text or ''}||{question_text}"))
 
 
+def response_key(criterion_question_text: str | None, question_text: str,
+                 questionnaire_id: str | None = None) -> str:
+    """A response's identity in its round: seed 003's content hash, and for a response with
+    a questionnaire id the id with it (one question asked under several ids is several
+    answers)."""
+    if not questionnaire_id:
+        return content_hash(criterion_question_text, question_text)
+    return short_hash(normalize_text(
+        f"{questionnaire_id}||{criterion_question_text or ''}||{question_text}"))
+
+
 def format_embedding_content(question_text: str, answer_text: str) -> str:
     """The text embedded for a follow-up: prefixes give the model the structure."""
     return f"Question: {question_text} Answer: {answer_text}"

@@ -30,7 +30,7 @@ from core.config import (
     SEED_CONSTANT_NAMES,
     Settings,
 )
-from core.hashing import content_hash
+from core.hashing import response_key
 
 VENDOR_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 
@@ -118,12 +118,51 @@ def check_vendor_text(value: str, max_chars: int) -> str:
     return value
 
 
+# A questionnaire's own id of a question ("CEK-12.1", "HFIH-01", "A.1.1"), as vendors and
+# reviewers refer to answers.
+MAX_QUESTIONNAIRE_ID_CHARS = 64
+
+
+class ResponseOrigin(BaseModel):
+    """Where a response was read from, when a workbook holds it: shown as its source."""
+
+    model_config = ConfigDict(frozen=True)
+
+    file: str
+    sheet: str | None = None
+    row: int | None = None
+    layout: str | None = None  # "CAIQ v4.0.3"
+    # The layout's other columns for this question: control ownership, CCM control id...
+    extras: dict[str, str] = Field(default_factory=dict)
+
+
 class QuestionnaireResponse(BaseModel):
     """One answered question of a follow-up round (seed 003 bulk API)."""
 
     criterion_question_text: StrictStr | None = None
     question_text: StrictStr
     answer_text: StrictStr
+    questionnaire_id: StrictStr | None = None
+    origin: ResponseOrigin | None = None
+
+    @field_validator("questionnaire_id")
+    @classmethod
+    def _questionnaire_id(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        if len(value) > MAX_QUESTIONNAIRE_ID_CHARS or any(
+                ch < " " or ch == "\x7f" for ch in value):
+            raise ValueError(f"must be at most {MAX_QUESTIONNAIRE_ID_CHARS} characters on one "
+                             "line")
+        return value
+
+    @property
+    def key(self) -> str:
+        """The response's identity in its round: its criterion and question, and its
+        questionnaire id where it has one (the CAIQ asks one question under three ids)."""
+        return response_key(self.criterion_question_text, self.question_text,
+                            self.questionnaire_id)
 
     @field_validator("question_text", "answer_text")
     @classmethod
@@ -178,12 +217,12 @@ class QuestionnairePayload(BaseModel):
             raise ValueError("is empty; a round needs at least one response")
         seen: dict[str, int] = {}
         for index, response in enumerate(value):
-            key = content_hash(response.criterion_question_text, response.question_text)
+            key = response.key
             if key in seen:
-                raise ValueError(
-                    f"entry {index} repeats the (criterion_question_text, question_text) "
-                    f"pair of entry {seen[key]}"
-                )
+                pair = ("(questionnaire_id, criterion_question_text, question_text)"
+                        if response.questionnaire_id else
+                        "(criterion_question_text, question_text) pair")
+                raise ValueError(f"entry {index} repeats the {pair} of entry {seen[key]}")
             seen[key] = index
         return value
 
@@ -222,6 +261,7 @@ class Candidate(BaseModel):
                           "such as 'Access control > Passwords' (None where the document has "
                           "no headings)")
     round_number: int | None = None
+    ocr: bool = Field(False, description="read by OCR from a PDF page without a text layer")
     text: str
     first_stage_score: float | None = Field(
         None, description="the first stage's score: cosine similarity of query and chunk "
@@ -264,11 +304,18 @@ class FollowupHit(BaseModel):
     timestamp: str
     source: str
     content: str
+    questionnaire_id: str | None = Field(
+        None, description="the questionnaire's own id of the question (CEK-12.1), where the "
+                          "answer came with one")
     criterion_question_text: str | None
     criterion_question_hash: str | None
     question_text: str
     answer_text: str
     hash_match: bool
+    linked_by_id: bool = Field(
+        False, description="linked because it answers a questionnaire id the criterion is "
+                           "mapped to (a criteria file's questionnaire_ids), not by its "
+                           "criterion text")
     typographic_variants: list[str] = Field(
         default_factory=list,
         description="how the linked criterion text differs from this criterion only in "
@@ -331,6 +378,9 @@ class RetrievalTrace(BaseModel):
     vendor_id: str
     criterion: str
     criterion_hash: str
+    questionnaire_ids: list[str] = Field(
+        default_factory=list, description="the questionnaire ids the criterion is mapped to; "
+                                          "answers to them link as a hash match does")
     strategy: str
     reranker: RerankerStatus
     embedding_model: str

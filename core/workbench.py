@@ -119,11 +119,12 @@ class Workbench:
         return load_json_rounds(files, PayloadLimits.from_settings(self.settings))
 
     def load_rounds(self, files: Iterable[Path | str], *, vendor_id: str | None = None,
-                    round_number: int | None = None, timestamp: str | None = None
-                    ) -> list[LoadedRound]:
+                    round_number: int | None = None, timestamp: str | None = None,
+                    columns: str | None = None) -> list[LoadedRound]:
         """Validate every round file, JSON or spreadsheet, before any is written."""
         return load_rounds(files, PayloadLimits.from_settings(self.settings),
-                           vendor_id=vendor_id, round_number=round_number, timestamp=timestamp)
+                           vendor_id=vendor_id, round_number=round_number, timestamp=timestamp,
+                           columns=columns)
 
     def vendor_ids(self) -> list[str]:
         return self.store.vendor_ids()
@@ -174,10 +175,10 @@ class Workbench:
         conversations = Conversations.of(self.store, vendor_id)
         return conversations.turns(conversations.check_id(conversation_id))
 
-    def retrieve(self, vendor_id: str, criterion: str,
-                 strategy: str = DEFAULT_STRATEGY) -> RetrievalTrace:
+    def retrieve(self, vendor_id: str, criterion: str, strategy: str = DEFAULT_STRATEGY,
+                 questionnaire_ids: Sequence[str] = ()) -> RetrievalTrace:
         """Run one strategy for one criterion of one vendor; every stage lands in the trace."""
-        return retrieve(self.services(), vendor_id, criterion, strategy)
+        return retrieve(self.services(), vendor_id, criterion, strategy, questionnaire_ids)
 
     def assess(self, vendor_id: str, criterion: str, strategy: str = DEFAULT_STRATEGY, *,
                refresh: bool = False, criterion_id: str | None = None) -> Verdict:

@@ -1127,7 +1127,7 @@ SHEET_REFUSALS: dict[str, tuple[str, Callable[[], bytes], list[str], list[str]]]
         ["sheet Answers", *_row_4("Answer", "formula", '=A2&" yes"', "Paste Special")]),
     "xlsx: 10,000 rows": (
         "round_2.xlsx", lambda: sheet_xlsx(TEN_THOUSAND_ROWS), SHEET_OPTIONS,
-        ["sheet Answers", "10,000 responses", "rows 2 to 10,001", "at most 100"]),
+        ["sheet Answers", "10,000 responses", "rows 2 to 10,001", "at most 5,000"]),
     "xlsx: no answer column": (
         "round_2.xlsx", lambda: sheet_xlsx(NO_ANSWER_COLUMN), SHEET_OPTIONS,
         ["row 1", "no answer column", "Response"]),
@@ -1152,7 +1152,7 @@ SHEET_REFUSALS: dict[str, tuple[str, Callable[[], bytes], list[str], list[str]]]
     "xlsx: zip bomb": ("round_2.xlsx", sheet_zip_bomb, SHEET_OPTIONS,
                        ["unpacks to", "at most 100,000,000"]),
     "csv: 10,000 rows": ("round_2.csv", lambda: sheet_csv(TEN_THOUSAND_ROWS), SHEET_OPTIONS,
-                         ["10,000 responses", "rows 2 to 10,001", "at most 100"]),
+                         ["10,000 responses", "rows 2 to 10,001", "at most 5,000"]),
     "csv: no answer column": ("round_2.csv", lambda: sheet_csv(NO_ANSWER_COLUMN), SHEET_OPTIONS,
                               ["row 1", "no answer column", "Response"]),
     "csv: criterion and question repeated": ("round_2.csv", lambda: sheet_csv(REPEATED),

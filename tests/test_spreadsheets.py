@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import io
-import time
 import zipfile
 from datetime import date, datetime
 from typing import Any
@@ -202,7 +201,9 @@ def test_workbook_without_any_sheet_holding_the_columns_is_refused_naming_its_sh
     data = xlsx_bytes([["Question", "Answer"]], title="Sheet1", setup=setup)
     assert refusal("round_2.xlsx", data) == (
         "round_2.xlsx has no sheet with the columns criterion, question, answer (sheets: "
-        "Sheet1, Notes); put them in a sheet named Answers.")
+        "Sheet1 with headers Question, Answer; Notes with headers Some notes); put them in a "
+        "sheet named Answers, or map the columns with --columns (for example --columns "
+        "id=A,question=B,answer=C+E).")
 
 
 # Refusals: cells ------------------------------------------------------------------------------
@@ -275,7 +276,8 @@ def test_missing_column_is_named_with_the_headers_found():
     assert refusal("round_2.csv", data) == (
         "round_2.csv, row 1: there is no answer column (headers found: Criterion, Question, "
         "Response); the first non-blank row must hold the headers criterion, question and "
-        "answer.")
+        "answer; or map the columns with --columns (for example --columns "
+        "id=A,question=B,answer=C+E).")
 
 
 def test_two_columns_for_one_field_are_refused():
@@ -322,30 +324,24 @@ def test_options_are_checked_by_the_payload_rules_and_named(options, expected):
     assert refusal("round_2.csv", csv_bytes([HEADER, ["C", "Q", "A"]]), **options) == expected
 
 
-def test_more_responses_than_a_round_holds_are_refused_with_how_to_split():
-    rows = [HEADER] + [[f"C{n}", f"Q{n}", f"A{n}"] for n in range(4)]
-    assert refusal("round_2.csv", csv_bytes(rows), limits=PayloadLimits(max_responses=3)) == (
-        "round_2.csv holds 4 responses (rows 2 to 5); a round file may hold at most 3: split "
-        "it into several files of at most 3 rows each, which accumulate in the round.")
+def test_a_spreadsheet_round_is_not_held_to_the_json_payloads_hundred_responses():
+    rows = [HEADER] + [[f"C{n}", f"Q{n}", f"A{n}"] for n in range(261)]
+    assert len(read("round_2.csv", csv_bytes(rows)).payload.responses) == 261
+    assert len(read("round_2.csv", csv_bytes(rows[:5]),
+                    limits=PayloadLimits(max_responses=3)).payload.responses) == 4
 
 
-def test_ten_thousand_xlsx_rows_are_refused_quickly():
+def test_ten_thousand_xlsx_rows_are_refused_before_they_are_read():
     data = xlsx_bytes([HEADER] + [[f"C{n}", f"Q{n}", f"A{n}"] for n in range(10_000)])
-    started = time.perf_counter()
-    message = refusal("round_2.xlsx", data)
-    elapsed = time.perf_counter() - started
-    assert message == (
-        "round_2.xlsx, sheet Answers holds 10,000 responses (rows 2 to 10,001); a round file "
-        "may hold at most 100: split it into several files of at most 100 rows each, which "
-        "accumulate in the round.")
-    assert elapsed < 5, f"took {elapsed:.1f} s"
+    assert refusal("round_2.xlsx", data) == (
+        "round_2.xlsx, sheet Answers holds 10,000 responses (rows 2 to 10,001); a spreadsheet "
+        "round may hold at most 5,000 (the answers are committed in one write): split it into "
+        "several files, which accumulate in the round.")
 
 
-def test_ten_thousand_csv_rows_are_refused_quickly():
+def test_ten_thousand_csv_rows_are_refused():
     data = csv_bytes([HEADER] + [[f"C{n}", f"Q{n}", f"A{n}"] for n in range(10_000)])
-    started = time.perf_counter()
     assert refusal("round_2.csv", data).startswith("round_2.csv holds 10,000 responses")
-    assert time.perf_counter() - started < 2
 
 
 def test_header_without_rows_is_refused():

@@ -34,14 +34,21 @@ def ingest_docs(
 def ingest_questionnaire(
     ctx: typer.Context,
     files: Annotated[list[Path], typer.Argument(
-        help="Bulk payload JSON files (seed 003), or .csv/.xlsx spreadsheets with the columns "
-             "criterion, question and answer.")],
+        help="Bulk payload JSON files (seed 003), or .csv/.xlsx spreadsheets: a standard "
+             "questionnaire as the vendor sent it, a table with the columns criterion, "
+             "question and answer, or any table with --columns.")],
     vendor: Annotated[str | None, typer.Option(
         help="Vendor id of the spreadsheet rounds (a JSON round names its own).")] = None,
     round_number: Annotated[int | None, typer.Option(
         "--round", help="Round number of the spreadsheet rounds.")] = None,
     timestamp: Annotated[str | None, typer.Option(
         help="ISO 8601 time the spreadsheet answers were given (default: now, in UTC).")
+    ] = None,
+    columns: Annotated[str | None, typer.Option(
+        help="How to read a spreadsheet of any other layout: FIELD=COLUMN pairs, each column a "
+             "letter or a header text, + joining columns (id=A,question=B,answer=C+E; the "
+             "fields are id, criterion, question, answer). Standard questionnaires (CAIQ, "
+             "HECVAT, SIG export, ISO 27001 statement of applicability) need none.")
     ] = None,
     replace: Annotated[bool, typer.Option(
         "--replace",
@@ -55,7 +62,7 @@ def ingest_questionnaire(
     Files of one round accumulate, unless --replace."""
     workbench = _workbench(ctx)
     rounds = workbench.load_rounds(files, vendor_id=vendor, round_number=round_number,
-                                   timestamp=timestamp)
+                                   timestamp=timestamp, columns=columns)
     for loaded in rounds:
         for note in loaded.notes:
             print(f"evidence: note: {_sentence(note)}", file=sys.stderr)

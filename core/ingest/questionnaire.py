@@ -15,7 +15,6 @@ from pydantic import ValidationError
 from core.errors import UserInputError
 from core.hashing import (
     canonical_criterion_hash,
-    content_hash,
     criterion_question_hash,
     format_embedding_content,
 )
@@ -24,6 +23,7 @@ from core.models import (
     FOLLOWUP_SOURCE_TYPE,
     PayloadLimits,
     QuestionnairePayload,
+    QuestionnaireResponse,
     StoredRecord,
     followup_type,
 )
@@ -35,8 +35,17 @@ def followup_record_id(vendor_id: str, content_key: str, round_number: int) -> s
     return f"followup-{vendor_id}-{content_key}-round{round_number}"
 
 
-def followup_source(round_number: int) -> str:
-    return f"Follow-up Questionnaire Round {round_number}"
+def followup_source(round_number: int, response: QuestionnaireResponse | None = None) -> str:
+    """How a response names itself: the file, sheet and question id it was read from
+    (`Vendor CAIQ.xlsx › CAIQv4.0.3 › CEK-12.1`), or its round where it came without one."""
+    origin = response.origin if response is not None else None
+    if origin is None:
+        label = f"Follow-up Questionnaire Round {round_number}"
+        if response is not None and response.questionnaire_id:
+            label += f" › {response.questionnaire_id}"
+        return label
+    place = response.questionnaire_id or (f"row {origin.row}" if origin.row else "")
+    return " › ".join(part for part in (origin.file, origin.sheet, place) if part)
 
 
 def _limits(limits: PayloadLimits | None, max_responses: int | None) -> PayloadLimits:
@@ -182,11 +191,11 @@ def payload_records(payload: QuestionnairePayload) -> list[StoredRecord]:
     timestamp = payload.timestamp_utc
     records = []
     for response in payload.responses:
-        key = content_hash(response.criterion_question_text, response.question_text)
+        key = response.key
         metadata: dict[str, str | int | float | bool] = {
             "source_type": FOLLOWUP_SOURCE_TYPE,
             "type": followup_type(payload.round_number),
-            "source": followup_source(payload.round_number),
+            "source": followup_source(payload.round_number, response),
             "content_hash": key,
             "original_criterion_question_text": response.criterion_question_text or "",
             "question_text": response.question_text,
@@ -196,6 +205,17 @@ def payload_records(payload: QuestionnairePayload) -> list[StoredRecord]:
             "timestamp": payload.timestamp,
             "timestamp_epoch": timestamp.timestamp(),
         }
+        if response.questionnaire_id:
+            metadata["questionnaire_id"] = response.questionnaire_id
+        if response.origin is not None:
+            origin = response.origin
+            metadata["origin_file"] = origin.file
+            for name, value in (("origin_sheet", origin.sheet), ("origin_row", origin.row),
+                                ("origin_layout", origin.layout)):
+                if value is not None:
+                    metadata[name] = value
+            if origin.extras:
+                metadata["origin_extras"] = json.dumps(origin.extras, sort_keys=True)
         linked = criterion_question_hash(response.criterion_question_text)
         if linked is not None:  # ChromaDB metadata cannot hold None: ad-hoc omits the keys
             metadata["criterion_question_hash"] = linked

@@ -3,13 +3,16 @@ and .xlsx spreadsheets under the vendor, round and time given for them."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
 from core.errors import UserInputError, shown_path
-from core.ingest import LoadedRound
+from core.ingest import LoadedRound, read_user_file
+from core.ingest.layouts import ColumnMapping
 from core.ingest.questionnaire import load_payload_file
-from core.ingest.spreadsheets import is_spreadsheet, load_spreadsheet_round
+from core.ingest.spreadsheets import is_spreadsheet, layout_round, load_spreadsheet_round
+from core.ingest.vsaq import MAX_VSAQ_BYTES, is_answers, read_vsaq
 from core.models import PayloadLimits, QuestionnairePayload
 
 
@@ -21,27 +24,48 @@ def load_json_rounds(files: Iterable[Path | str], limits: PayloadLimits
 
 def load_rounds(files: Iterable[Path | str], limits: PayloadLimits, *,
                 vendor_id: str | None = None, round_number: int | None = None,
-                timestamp: str | None = None) -> list[LoadedRound]:
-    """Every round file validated before any is written; the vendor, round and time apply to
-    spreadsheets, and are refused for JSON rounds, which name their own."""
+                timestamp: str | None = None, columns: str | None = None) -> list[LoadedRound]:
+    """Every round file validated before any is written; the vendor, round, time and column
+    mapping apply to spreadsheets, and are refused for JSON rounds, which name their own."""
     files = [Path(f) for f in files]
-    sheets = [f for f in files if is_spreadsheet(f)]
+    vsaq = {f: answers for f in files if not is_spreadsheet(f)
+            for answers in [_vsaq_answers(f)] if answers is not None}
+    sheets = [f for f in files if is_spreadsheet(f) or f in vsaq]
+    mapping = ColumnMapping.parse(columns) if columns is not None else None
     given = [option for option, value in (("--vendor", vendor_id), ("--round", round_number),
-                                          ("--timestamp", timestamp)) if value is not None]
+                                          ("--timestamp", timestamp), ("--columns", columns))
+             if value is not None]
     if not sheets and given:
         raise UserInputError(
             f"{' and '.join(given)} {'applies' if len(given) == 1 else 'apply'} only to "
-            ".csv and .xlsx rounds; a JSON round names its own vendor, round and time.")
+            ".csv and .xlsx rounds and VSAQ answer files; a JSON round names its own vendor, "
+            "round and time.")
     if sheets and (vendor_id is None or round_number is None):
+        what = "a VSAQ answers file" if sheets[0] in vsaq else "a spreadsheet round"
         raise UserInputError(
-            f"{shown_path(sheets[0])} is a spreadsheet round; give --vendor and --round "
+            f"{shown_path(sheets[0])} is {what}; give --vendor and --round "
             "for it (and --timestamp for when it was answered, default now).")
     rounds = []
     for file in files:
         if is_spreadsheet(file):
             read = load_spreadsheet_round(file, vendor_id=vendor_id, round_number=round_number,
-                                          timestamp=timestamp, limits=limits)
+                                          timestamp=timestamp, limits=limits, columns=mapping)
+            rounds.append(LoadedRound(read.payload, shown_path(file), list(read.notes)))
+        elif file in vsaq:
+            read = layout_round(shown_path(file), read_vsaq(file, vsaq[file]),
+                                vendor_id=vendor_id, round_number=round_number,
+                                timestamp=timestamp, limits=limits)
             rounds.append(LoadedRound(read.payload, shown_path(file), list(read.notes)))
         else:
             rounds.append(LoadedRound(load_payload_file(file, limits=limits), shown_path(file)))
     return rounds
+
+
+def _vsaq_answers(path: Path) -> dict[str, str] | None:
+    """A VSAQ answers file's answers (a flat object of strings, what VSAQ saves), or None
+    for anything else, which is read as a JSON round and refused as one if it is not."""
+    try:
+        data = json.loads(read_user_file(path, max_bytes=MAX_VSAQ_BYTES).decode("utf-8-sig"))
+    except (UserInputError, ValueError, RecursionError):  # read as a JSON round, refused so
+        return None
+    return data if is_answers(data) else None

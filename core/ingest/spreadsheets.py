@@ -12,8 +12,9 @@ import io
 import warnings
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,16 @@ from core.criteria import CriterionEntry
 from core.errors import UserInputError
 from core.hashing import content_hash
 from core.ingest import read_user_file, refuse_too_large, shown_path
+from core.ingest.layouts import (
+    HEADER_SEARCH_ROWS,
+    ColumnMapping,
+    Grid,
+    LayoutRead,
+    Rows,
+    read_layout,
+    read_mapped,
+    recognise,
+)
 from core.ingest.questionnaire import _first_error, parse_payload
 from core.ingest.sample import MAX_CRITERIA_FILE_BYTES, load_criteria
 from core.models import PayloadLimits, QuestionnairePayload
@@ -34,6 +45,9 @@ SPREADSHEET_SUFFIXES = (".csv", ".xlsx")
 # A workbook is a zip of XML files; what it unpacks to is checked before openpyxl reads it,
 # so a small file that unpacks to gigabytes (a zip bomb) is refused unread.
 MAX_UNPACKED_BYTES = 100_000_000
+# A standard questionnaire is one round however many questions it answers (the SIG Core has
+# about 1,000); the round's answers are committed in one store write, which takes 5,461.
+MAX_WORKBOOK_RESPONSES = 5_000
 # A criteria list is a short list; a spreadsheet of more rows is refused before it is read.
 MAX_CRITERIA_ROWS = 10_000
 
@@ -43,6 +57,7 @@ _MACROS = "xl/vbaProject.bin"
 _DELIMITERS = {",": "commas", ";": "semicolons", "\t": "tabs"}
 _BOMS = ((b"\xef\xbb\xbf", "utf-8", "UTF-8"), (b"\xff\xfe", "utf-16-le", "UTF-16"),
          (b"\xfe\xff", "utf-16-be", "UTF-16"))
+_COLUMNS_HINT = "--columns (for example --columns id=A,question=B,answer=C+E)"
 _SAVE_AS_CSV = 'save it from Excel as "CSV UTF-8 (Comma delimited)" and try again'
 
 
@@ -64,10 +79,13 @@ class SpreadsheetRound:
     sheet: str | None  # None for a CSV file
     rows: list[int]  # the spreadsheet row of each response, as Excel numbers it
     notes: list[str]  # one sentence each: what was read differently from the cell as shown
+    layout: str | None = None  # "CAIQ v4.0.3" for a standard questionnaire
+    ids: list[str] | None = None  # each response's question id, for a standard one
 
     def preview(self) -> list[dict[str, Any]]:
         """One row per response, for people to check before the round is ingested."""
-        return [{"row": row, "criterion": response.criterion_question_text,
+        return [{**({"id": response.questionnaire_id} if self.ids else {}), "row": row,
+                 "criterion": response.criterion_question_text,
                  "question": response.question_text, "answer": response.answer_text}
                 for row, response in zip(self.rows, self.payload.responses, strict=True)]
 
@@ -92,9 +110,9 @@ def _header_key(value: str) -> str:
 
 
 def _round_too_many(where: str, count: int, first: int, last: int, most: int) -> str:
-    return (f"{where} holds {count:,} responses (rows {first:,} to {last:,}); a round file may "
-            f"hold at most {most:,}: split it into several files of at most {most:,} rows "
-            "each, which accumulate in the round.")
+    return (f"{where} holds {count:,} responses (rows {first:,} to {last:,}); a spreadsheet "
+            f"round may hold at most {most:,} (the answers are committed in one write): split "
+            "it into several files, which accumulate in the round.")
 
 
 def _criteria_too_many(where: str, count: int, first: int, last: int, most: int) -> str:
@@ -110,7 +128,7 @@ def _round_spec(limits: PayloadLimits) -> _TableSpec:
                 "answer": ("answer", "answer text")},
         required=("criterion", "question", "answer"),
         sheet_names=("answers",),
-        max_rows=limits.max_responses,
+        max_rows=MAX_WORKBOOK_RESPONSES,
         too_many=_round_too_many,
     )
 
@@ -118,7 +136,8 @@ def _round_spec(limits: PayloadLimits) -> _TableSpec:
 _CRITERIA_SPEC = _TableSpec(
     what="a criteria list",
     fields={"id": ("id",), "criterion": ("criterion", "criterion question text"),
-            "question": ("question", "question text")},
+            "question": ("question", "question text"),
+            "questionnaire_ids": ("questionnaire ids", "questionnaire id")},
     required=("criterion",),
     sheet_names=("criteria",),
     max_rows=MAX_CRITERIA_ROWS,
@@ -167,9 +186,11 @@ def _layout(where: str, header_row: int, headers: list[str], spec: _TableSpec,
         shown = ", ".join(h for h in headers if h) or "none"
         names = _and(missing)
         absent = f"is no {names} column" if len(missing) == 1 else f"are no {names} columns"
+        hint = f"; or map the columns with {_COLUMNS_HINT}" if spec.sheet_names == (
+            "answers",) else ""
         raise UserInputError(
             f"{where}, row {header_row}: there {absent} (headers found: {shown}); the first "
-            f"non-blank row must hold the headers {_and(spec.required)}.")
+            f"non-blank row must hold the headers {_and(spec.required)}{hint}.")
     for field, indexes in found.items():
         if len(indexes) > 1:
             shown = " and ".join(f"{headers[i]} in column {get_column_letter(i + 1)}"
@@ -395,12 +416,12 @@ def _open_workbook_zip(name: str, data: bytes) -> None:
             f"{MAX_UNPACKED_BYTES:,} (copy the answers into a new workbook and save that).")
 
 
-def _load_workbook(name: str, data: bytes, *, read_only: bool) -> Any:
+def _load_workbook(name: str, data: bytes, *, read_only: bool, data_only: bool = False) -> Any:
     with warnings.catch_warnings():  # openpyxl warns about features it drops (validation...)
         warnings.simplefilter("ignore")
         try:
             return openpyxl.load_workbook(io.BytesIO(data), read_only=read_only,
-                                          data_only=False)
+                                          data_only=data_only)
         except Exception:  # a damaged workbook fails in any of many ways deep inside openpyxl
             raise UserInputError(
                 f"{name} is not a readable .xlsx workbook (it is damaged or not an Excel "
@@ -458,9 +479,17 @@ def _choose_sheet(name: str, workbook: Any, spec: _TableSpec) -> Any:
             f"{name} has several sheets with the columns {wanted} "
             f"({', '.join(s.title for s in fitting)}); name the one to read {preferred}.")
     if not fitting:
+        found = []
+        for sheet in sheets:
+            header = _sheet_header(sheet)
+            texts = [h for h in (header[1] if header else []) if h][:6]
+            found.append(f"{sheet.title} with headers {', '.join(texts)}" if texts
+                         else f"{sheet.title}, empty")
+        hint = f", or map the columns with {_COLUMNS_HINT}" if spec.sheet_names == (
+            "answers",) else ""
         raise UserInputError(
-            f"{name} has no sheet with the columns {wanted} (sheets: "
-            f"{', '.join(s.title for s in sheets)}); put them in a sheet named {preferred}.")
+            f"{name} has no sheet with the columns {wanted} (sheets: {'; '.join(found)}); put "
+            f"them in a sheet named {preferred}{hint}.")
     return fitting[0]
 
 
@@ -568,11 +597,166 @@ _PAYLOAD_FIELDS = {"criterion_question_text": "criterion", "question_text": "que
 _OPTIONS = {"vendor_id": "--vendor", "round_number": "--round", "timestamp": "--timestamp"}
 
 
+def _standard_layout(name: str, data: bytes) -> LayoutRead | None:
+    """The answers of a standard questionnaire (CAIQ, HECVAT, SIG export, statement of
+    applicability), or None for any other table. The first rows of each visible sheet are
+    streamed to recognise a layout; only a workbook that has one is loaded whole (twice:
+    its formulas, and the values stored with them)."""
+    try:
+        if Path(name).suffix.lower() == ".csv":
+            text = _decode_csv(name, data)
+            for delimiter in _DELIMITERS:
+                try:
+                    rows = list(_csv_records(text, delimiter))
+                except csv.Error:
+                    continue
+                found = read_layout([Rows("", rows)])
+                if found is not None:
+                    return found
+            return None
+        _open_workbook_zip(name, data)
+        streamed = _load_workbook(name, data, read_only=True, data_only=True)
+        try:
+            heads = [Rows(sheet.title, list(islice(sheet.iter_rows(values_only=True),
+                                                   HEADER_SEARCH_ROWS)))
+                     for sheet in streamed.worksheets if sheet.sheet_state == "visible"]
+        finally:
+            streamed.close()
+        recognised = recognise(heads)
+        if recognised is None:
+            return None
+        formulas = _load_workbook(name, data, read_only=False)
+        values = _load_workbook(name, data, read_only=False, data_only=True)
+        grids = [Grid(formulas[sheet.title], sheet) for sheet in values.worksheets
+                 if sheet.sheet_state == "visible"]
+        return read_layout(grids, [recognised[0]])
+    except UserInputError as exc:
+        message = str(exc)
+        if not message.startswith(name):  # the layout reader names the sheet, not the file
+            raise UserInputError(f"{name}, {message}") from None
+        raise
+
+
+def _mapped_table(name: str, data: bytes, mapping: ColumnMapping) -> LayoutRead:
+    """A table of any layout read by `--columns`: a CSV file, or the sheet of a workbook
+    that holds the named headers (the only visible sheet, or one named Answers, when the
+    mapping gives letters alone)."""
+    label = f"a table mapped by --columns {mapping.shown()}"
+    try:
+        if Path(name).suffix.lower() == ".csv":
+            text = _decode_csv(name, data)
+            delimiter = max(_DELIMITERS, key=lambda d: text.split("\n", 1)[0].count(d))
+            try:
+                rows = list(_csv_records(text, delimiter))
+            except csv.Error as exc:
+                raise _csv_error(name, 1, exc) from None
+            return read_mapped(Rows("", rows), mapping, label)
+        _open_workbook_zip(name, data)
+        formulas = _load_workbook(name, data, read_only=False)
+        values = _load_workbook(name, data, read_only=False, data_only=True)
+        grids = [Grid(formulas[sheet.title], sheet) for sheet in values.worksheets
+                 if sheet.sheet_state == "visible"]
+        if not grids:
+            raise UserInputError(f"{name} has no visible worksheet.")
+        named = [g for g in grids if g.title.strip().lower() == "answers"]
+        candidates = named or grids
+        problems = []
+        for grid in candidates:
+            try:
+                return read_mapped(grid, mapping, label)
+            except UserInputError as exc:
+                problems.append(str(exc))
+        raise UserInputError(problems[0] if len(candidates) == 1 else
+                             f"no sheet ({', '.join(g.title for g in candidates)}) holds the "
+                             f"columns --columns names: {problems[0]}")
+    except UserInputError as exc:
+        message = str(exc)
+        if not message.startswith(name):  # the layout reader names the sheet, not the file
+            raise UserInputError(f"{name}, {message}") from None
+        raise
+
+
+def layout_round(name: str, found: LayoutRead, *, vendor_id: str, round_number: int,
+                  timestamp: str | None, limits: PayloadLimits) -> SpreadsheetRound:
+    """A standard questionnaire's answers as one round: each answer's linked criterion is
+    its question, and it keeps its question id, file, sheet, row and the layout's other
+    columns."""
+    if not found.answers:
+        raise UserInputError(
+            f"{name} is a {found.name} workbook with no answered question (sheet(s) "
+            f"{', '.join(found.sheets)}); fill in the vendor's answers first.")
+    file = Path(name).name
+    csv_file = Path(name).suffix.lower() == ".csv"
+    payload = {
+        "vendor_id": vendor_id,
+        "round_number": round_number,
+        "timestamp": current_timestamp() if timestamp is None else timestamp,
+        "responses": [{"criterion_question_text": answer.criterion or answer.question,
+                       "question_text": answer.question,
+                       "answer_text": answer.answer,
+                       "questionnaire_id": answer.questionnaire_id or None,
+                       "origin": {"file": file,
+                                  "sheet": None if csv_file else answer.sheet or None,
+                                  "row": answer.row or None, "layout": found.name,
+                                  "extras": answer.extras}}
+                      for answer in found.answers],
+    }
+    where = f"{name} ({found.name})"
+    workbook_limits = replace(limits, max_responses=MAX_WORKBOOK_RESPONSES)
+    try:
+        validated = parse_payload(payload, where=where, limits=workbook_limits)
+    except UserInputError as exc:
+        cause = exc.__context__
+        if isinstance(cause, ValidationError):
+            raise UserInputError(_translate_layout(cause, name, found, payload)) from None
+        raise
+    linked = ("each answer's criterion is its question" if not any(a.criterion for a in
+              found.answers) else "each answer's criterion is the criterion column's text, "
+              "or its question where that is blank")
+    sheets = [sheet for sheet in found.sheets if sheet]
+    where = f"sheet(s) {', '.join(sheets)}" if sheets else "the file"
+    notes = [f"Read as {found.name}: {len(found.answers):,} answers from {where}; {linked}.",
+             *found.notes]
+    return SpreadsheetRound(payload=validated, sheet=", ".join(sheets) or None,
+                            rows=[a.row or index for index, a in enumerate(found.answers, 1)],
+                            notes=notes,
+                            layout=found.name,
+                            ids=[a.questionnaire_id for a in found.answers])
+
+
+def _translate_layout(exc: ValidationError, name: str, found: LayoutRead,
+                      payload: dict[str, Any]) -> str:
+    """A validation error of a standard questionnaire's answer as a sentence naming its
+    sheet, row and question id."""
+    error = exc.errors()[0]
+    loc = error["loc"]
+    message = _first_error(exc)
+    if len(loc) >= 3 and loc[0] == "responses" and isinstance(loc[1], int):
+        answer = found.answers[loc[1]]
+        field = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p))
+                        for i, p in enumerate(loc))
+        what = {"question_text": "question", "criterion_question_text": "question",
+                "answer_text": "answer"}.get(str(loc[2]), str(loc[2]))
+        return (f"{name}, sheet {answer.sheet}, row {answer.row} ({answer.questionnaire_id}): "
+                f"the {what} {message.removeprefix(f'field {field} ')}")
+    return f"{name}: {message}"
+
+
 def spreadsheet_round(name: str, data: bytes, *, vendor_id: str, round_number: int,
-                      timestamp: str | None, limits: PayloadLimits) -> SpreadsheetRound:
+                      timestamp: str | None, limits: PayloadLimits,
+                      columns: ColumnMapping | None = None) -> SpreadsheetRound:
     """Read one round from a .csv or .xlsx file's bytes and validate it as a JSON round is
-    validated; a refusal names the file, sheet, row and column."""
+    validated; a refusal names the file, sheet, row and column. A standard questionnaire
+    (CAIQ, HECVAT, SIG export, statement of applicability) is read by its layout, a table
+    of any other layout by a column mapping (`--columns`)."""
     refuse_too_large(name, len(data), limits.max_bytes, "a questionnaire round")
+    if columns is not None:
+        return layout_round(name, _mapped_table(name, data, columns), vendor_id=vendor_id,
+                             round_number=round_number, timestamp=timestamp, limits=limits)
+    found = _standard_layout(name, data) if is_spreadsheet(name) else None
+    if found is not None:
+        return layout_round(name, found, vendor_id=vendor_id, round_number=round_number,
+                             timestamp=timestamp, limits=limits)
     notes: list[str] = []
     spec = _round_spec(limits)
     sheet, layout, rows = _read_table(name, data, spec, notes)
@@ -597,7 +781,8 @@ def spreadsheet_round(name: str, data: bytes, *, vendor_id: str, round_number: i
                        "answer_text": row.cells["answer"]} for row in rows],
     }
     try:
-        validated = parse_payload(payload, where=layout.where, limits=limits)
+        validated = parse_payload(payload, where=layout.where,
+                                  limits=replace(limits, max_responses=MAX_WORKBOOK_RESPONSES))
     except UserInputError as exc:
         # parse_payload refuses in terms of the JSON fields; the ValidationError it came from
         # says which response and field, so the sentence can name the row and column instead.
@@ -631,11 +816,13 @@ def _translate(exc: ValidationError, layout: _Layout, rows: list[_Row],
 
 
 def load_spreadsheet_round(path: Path | str, *, vendor_id: str, round_number: int,
-                           timestamp: str | None, limits: PayloadLimits) -> SpreadsheetRound:
+                           timestamp: str | None, limits: PayloadLimits,
+                           columns: ColumnMapping | None = None) -> SpreadsheetRound:
     """Read one round from a .csv or .xlsx file on disk; an oversized file is refused unread."""
     raw = read_user_file(Path(path), max_bytes=limits.max_bytes, what="a questionnaire round")
     return spreadsheet_round(shown_path(path), raw, vendor_id=vendor_id,
-                             round_number=round_number, timestamp=timestamp, limits=limits)
+                             round_number=round_number, timestamp=timestamp, limits=limits,
+                             columns=columns)
 
 
 # Criteria lists -----------------------------------------------------------------------------
@@ -674,8 +861,12 @@ def criteria_from_spreadsheet(name: str, data: bytes, *, max_chars: int) -> list
                     f"row {ids[entry_id]}; each id must be unique.")
             ids[entry_id] = row.number
         question = row.cells.get("question")
+        mapped = tuple(dict.fromkeys(
+            part.strip() for part in (row.cells.get("questionnaire_ids") or "").split(";")
+            if part.strip()))
         entries.append(CriterionEntry(criterion, id=entry_id,
-                                      question=None if question == criterion else question))
+                                      question=None if question == criterion else question,
+                                      questionnaire_ids=mapped))
     if not entries:
         raise UserInputError(f"{name} holds no criteria.")
     return entries

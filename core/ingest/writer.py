@@ -59,8 +59,9 @@ from core.store.protocol import (
 from core.store.records import withdrawn_link, withdrawn_marker
 
 # What the readers make of a file is part of its version: when they learn more (version 2:
-# each chunk's section heading path), ingesting the unchanged file again rewrites its chunks.
-READER_VERSION = 2
+# each chunk's section heading path; 3: a PDF's running headers and footers dropped, its pages
+# without a text layer read by OCR), ingesting the unchanged file again rewrites its chunks.
+READER_VERSION = 3
 # One questionnaire payload, validated or as decoded from JSON.
 RoundInput = QuestionnairePayload | dict[str, Any]
 # Chunks embedded and written per step of a documents ingest (or the store's largest write,
@@ -292,12 +293,13 @@ class EvidenceWriter:
         payloads = []
         for item in items:
             if not isinstance(item, QuestionnairePayload):
-                item = parse_payload(item, limits=limits)
-            elif len(item.responses) > self.settings.max_responses_per_round:
-                raise UserInputError(
-                    f"payload: responses holds {len(item.responses)} entries; at most "
-                    f"{self.settings.max_responses_per_round} are allowed in one round.")
-            payloads.append(item)
+                payloads.append(parse_payload(item, limits=limits))
+                continue
+            # A validated payload larger than the bulk API's unit (a standard questionnaire
+            # read from a workbook) is that many payloads of one round, written as one.
+            step = self.settings.max_responses_per_round
+            payloads.extend(item.model_copy(update={"responses": item.responses[at:at + step]})
+                            for at in range(0, len(item.responses), step))
         check_one_round(payloads)
         first_seen: dict[str, int] = {}
         for number, item in enumerate(payloads, start=1):
@@ -462,6 +464,8 @@ def document_records(vendor_id: str, doc: PreparedDocument, doc_key: str, versio
             metadata["page"] = chunk.page
         if chunk.section:
             metadata["section"] = chunk.section
+        if chunk.ocr:
+            metadata["ocr"] = True
         if round_number is not None:
             metadata["round_number"] = round_number
         records.append(StoredRecord(id=f"doc-{doc_key}-{version}-{index}", text=chunk.text,

@@ -99,7 +99,7 @@ def build_pack(workbench: EvidenceReader, vendor_id: str, criteria: Sequence[Cri
     assessor = Assessor(workbench.settings, workbench.store, workbench.retrieve)
     parts = []
     for entry in criteria:
-        trace = workbench.retrieve(vendor_id, entry.text, strategy)
+        trace = workbench.retrieve(vendor_id, entry.text, strategy, entry.questionnaire_ids)
         linked = workbench.linked_followups(vendor_id, trace.criterion)
         rounds = [PackRound(round_number=hit.round_number, date=response_date(hit.timestamp),
                             question=hit.question_text, answer=hit.answer_text,

@@ -8,11 +8,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from core.retrieval.source import RecordReader, StoredChunk
-from core.store import WITHDRAWN_KEY, VendorStore, followup_link, record_fingerprint
+from core.store import (
+    WITHDRAWN_KEY,
+    FollowupLink,
+    VendorStore,
+    followup_link,
+    record_fingerprint,
+)
 
-# follow-up id -> (criterion hash, canonical criterion hash, linked criterion text); None, None
-# and "" for an ad-hoc question.
-Links = dict[str, tuple[str | None, str | None, str]]
+# follow-up id -> what it answers (see `core.store.FollowupLink`).
+Links = dict[str, FollowupLink]
 
 
 @dataclass(frozen=True)

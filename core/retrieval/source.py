@@ -37,6 +37,9 @@ class Query:
     embedding: np.ndarray
     linked_text: str = ""  # empty: `text`
     canonical_hash: str = ""  # empty: computed from the linked text
+    # Questionnaire ids the reviewer mapped the criterion to (a criteria file's
+    # questionnaire_ids): answers to them link as a hash match does.
+    questionnaire_ids: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.linked_text:

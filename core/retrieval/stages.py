@@ -115,6 +115,7 @@ def candidate_from_chunk(chunk: StoredChunk, *, score: float | None = None,
         source=str(metadata.get("source", "")),
         page=int(page) if page is not None else None,
         section=str(metadata["section"]) if metadata.get("section") else None,
+        ocr=bool(metadata.get("ocr")),
         round_number=metadata.get("round_number"),
         text=chunk.text,
         first_stage_score=score,
@@ -169,7 +170,8 @@ def followup_hit(candidate: Candidate, query: Query, found_by: Sequence[str], *,
     does), how, and how similar its question is to the query's text."""
     meta = candidate.metadata
     linked_text = meta.get("original_criterion_question_text") or None
-    hash_match = is_linked(meta, query.criterion_hash, query.canonical_hash)
+    hash_match = is_linked(meta, query.criterion_hash, query.canonical_hash,
+                           query.questionnaire_ids)
     variants = (typographic_differences(query.linked_text, str(linked_text))
                 if hash_match and linked_text
                 and meta.get("criterion_question_hash") != query.criterion_hash else [])
@@ -179,11 +181,14 @@ def followup_hit(candidate: Candidate, query: Query, found_by: Sequence[str], *,
         timestamp=str(meta.get("timestamp", "")),
         source=candidate.source,
         content=candidate.text,
+        questionnaire_id=meta.get("questionnaire_id"),
         criterion_question_text=linked_text,
         criterion_question_hash=meta.get("criterion_question_hash"),
         question_text=str(meta["question_text"]),
         answer_text=str(meta["answer_text"]),
         hash_match=hash_match,
+        linked_by_id=linked_by_id(meta, query.criterion_hash, query.canonical_hash,
+                                  query.questionnaire_ids) is not None,
         typographic_variants=variants,
         found_by=list(found_by),
         typo_corrections=typo_corrections,
@@ -194,21 +199,38 @@ def followup_hit(candidate: Candidate, query: Query, found_by: Sequence[str], *,
 
 
 def is_linked(metadata: dict[str, Any], criterion_hash: str,
-              canonical_hash: str | None = None) -> bool:
+              canonical_hash: str | None = None,
+              questionnaire_ids: Sequence[str] = ()) -> bool:
     """Whether a stored follow-up answers a criterion: it carries the criterion hash or,
     given the canonical hash, its criterion differs from this one only in typography (the
-    same criterion hash always means the same canonical hash)."""
+    same criterion hash always means the same canonical hash), or it answers one of the
+    questionnaire ids the criterion is mapped to."""
     if metadata.get("criterion_question_hash") == criterion_hash:
+        return True
+    if questionnaire_ids and metadata.get("questionnaire_id") in questionnaire_ids:
         return True
     return canonical_hash is not None and followup_canonical_hash(metadata) == canonical_hash
 
 
+def linked_by_id(metadata: dict[str, Any], criterion_hash: str, canonical_hash: str | None,
+                 questionnaire_ids: Sequence[str]) -> str | None:
+    """The questionnaire id a follow-up is linked by, when that (and not its criterion) is
+    what links it."""
+    qid = metadata.get("questionnaire_id")
+    if not qid or qid not in questionnaire_ids:
+        return None
+    return None if is_linked(metadata, criterion_hash, canonical_hash) else str(qid)
+
+
 def extract_by_hash(candidates: Sequence[Candidate], criterion_hash: str,
-                    canonical_hash: str | None = None) -> tuple[list[Candidate], list[Candidate]]:
+                    canonical_hash: str | None = None, questionnaire_ids: Sequence[str] = ()
+                    ) -> tuple[list[Candidate], list[Candidate]]:
     """Seed 000: (follow-ups carrying the criterion hash, all the rest). Given the canonical
-    hash, a follow-up whose criterion differs only in typography is extracted too."""
+    hash, a follow-up whose criterion differs only in typography is extracted too, and one
+    answering a questionnaire id the criterion is mapped to."""
     matched = [c for c in candidates
-               if c.is_followup and is_linked(c.metadata, criterion_hash, canonical_hash)]
+               if c.is_followup and is_linked(c.metadata, criterion_hash, canonical_hash,
+                                              questionnaire_ids)]
     matched_ids = {c.id for c in matched}
     return matched, [c for c in candidates if c.id not in matched_ids]
 
@@ -243,6 +265,11 @@ def assign_tiers(hash_hits: Sequence[FollowupHit], semantic_hits: Sequence[Follo
     linked_by_search = [h for h in semantic_hits if h.hash_match and
                         h.id not in {x.id for x in hash_hits}]
     for hit in [*hash_hits, *linked_by_search]:
+        if hit.linked_by_id:
+            tiered[hit.id] = hit.model_copy(update={
+                "tier": "high", "typo_corrections": None,
+                "tier_reason": f"linked by questionnaire id {hit.questionnaire_id}: high"})
+            continue
         similar = hit.question_similarity >= threshold
         tier = "high" if similar else "medium"
         if hit.question_similarity >= 0.999:
@@ -316,20 +343,23 @@ def fetch_vouched_followups(env: RetrievalEnv, query: Query
     s = env.settings
     typos: dict[str, tuple[tuple[str, str], ...] | None] = {}
     linked_ids, near_ids = [], []
-    for record_id, (linked_hash, canonical, linked) in env.links().items():
-        if linked_hash == query.criterion_hash or canonical == query.canonical_hash:
+    for record_id, link in env.links().items():
+        if (link.criterion_hash == query.criterion_hash
+                or link.canonical_hash == query.canonical_hash
+                or (link.questionnaire_id and link.questionnaire_id in query.questionnaire_ids)):
             linked_ids.append(record_id)
             continue
-        if not linked:
+        text = link.criterion_text
+        if not text:
             continue
-        if linked not in typos:
+        if text not in typos:
             # The same words (an empty list of corrections) differ only in punctuation here:
             # texts whose words differ only in typography were linked by hash above.
-            typos[linked] = _typos(query.linked_text, linked, s.typo_word_similarity,
-                                   s.typo_max_words)
-        if typos[linked] is not None:
+            typos[text] = _typos(query.linked_text, text, s.typo_word_similarity,
+                                 s.typo_max_words)
+        if typos[text] is not None:
             near_ids.append(record_id)
-            env.typo_corrections[record_id] = list(typos[linked])
+            env.typo_corrections[record_id] = list(typos[text])
     if not linked_ids and not near_ids:
         return [], []
     chunks = env.linked_records(linked_ids + near_ids)

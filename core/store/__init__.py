@@ -25,6 +25,7 @@ from core.store.records import (
     MANIFEST_GENERATION_ID,
     WITHDRAWN_KEY,
     WITHDRAWN_SOURCE_TYPE,
+    FollowupLink,
     Neighbour,
     StoredChunk,
     committed_versions,
@@ -44,7 +45,7 @@ __all__ = [
     "StoredChunk", "VendorEvidence", "VendorStore", "Where", "check_vendor_id",
     "chromadb_version",
     "chunks_collection_name", "committed_versions", "conversations_collection_name",
-    "followup_canonical_hash", "followup_link", "is_committed", "is_withdrawn",
+    "FollowupLink", "followup_canonical_hash", "followup_link", "is_committed", "is_withdrawn",
     "link_metadata", "link_record_id", "manifest_collection_name", "record_fingerprint",
     "verdicts_collection_name",
 ]

@@ -9,7 +9,7 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -96,7 +96,7 @@ def link_metadata(record: StoredRecord) -> dict[str, Any]:
             str(record.metadata.get("original_criterion_question_text") or ""),
         "fingerprint": record_fingerprint(record.text, dict(record.metadata)),
     }
-    for key in ("criterion_question_hash", "criterion_canonical_hash"):
+    for key in ("criterion_question_hash", "criterion_canonical_hash", "questionnaire_id"):
         if record.metadata.get(key):
             metadata[key] = record.metadata[key]
     return metadata
@@ -114,7 +114,7 @@ def withdrawn_link(followup_id: str, metadata: dict[str, Any]) -> dict[str, Any]
             str(metadata.get("original_criterion_question_text") or ""),
         "fingerprint": "", WITHDRAWN_KEY: True,
     }
-    for key in ("criterion_question_hash", "criterion_canonical_hash"):
+    for key in ("criterion_question_hash", "criterion_canonical_hash", "questionnaire_id"):
         if metadata.get(key):
             tombstone[key] = metadata[key]
     return tombstone
@@ -136,12 +136,22 @@ def is_withdrawn(metadata: dict[str, Any] | None) -> bool:
     return bool(metadata) and metadata.get("source_type") == WITHDRAWN_SOURCE_TYPE
 
 
-def followup_link(metadata: dict[str, Any]) -> tuple[str | None, str | None, str]:
-    """What a follow-up response (its stored metadata, or its link record's) is linked to:
-    (criterion hash, canonical criterion hash, linked criterion text); None, None and "" for
-    an ad-hoc question."""
-    return (metadata.get("criterion_question_hash"), followup_canonical_hash(metadata),
-            str(metadata.get("original_criterion_question_text") or ""))
+class FollowupLink(NamedTuple):
+    """What a follow-up response answers: its criterion (None, None and "" for an ad-hoc
+    question) and the questionnaire's own id of its question, where it has one."""
+
+    criterion_hash: str | None
+    canonical_hash: str | None
+    criterion_text: str
+    questionnaire_id: str | None = None
+
+
+def followup_link(metadata: dict[str, Any]) -> FollowupLink:
+    """What a follow-up response (its stored metadata, or its link record's) is linked to."""
+    return FollowupLink(metadata.get("criterion_question_hash"),
+                        followup_canonical_hash(metadata),
+                        str(metadata.get("original_criterion_question_text") or ""),
+                        metadata.get("questionnaire_id") or None)
 
 
 def followup_canonical_hash(metadata: dict[str, Any]) -> str | None:

@@ -4,6 +4,7 @@ them, the constants in force, every stage's time."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from core.config import Settings
 from core.criteria import check_criterion
@@ -17,9 +18,11 @@ from core.services import Services
 from core.trace.context import format_context_xml, format_prompt
 
 
-def retrieve(services: Services, vendor_id: str, criterion: str, strategy: str
-             ) -> RetrievalTrace:
-    """Run one strategy for one criterion of one vendor; every stage lands in the trace."""
+def retrieve(services: Services, vendor_id: str, criterion: str, strategy: str,
+             questionnaire_ids: Sequence[str] = ()) -> RetrievalTrace:
+    """Run one strategy for one criterion of one vendor; every stage lands in the trace.
+    Answers to `questionnaire_ids` (the ids a criteria file maps the criterion to) link to it
+    as a hash match does."""
     chosen = get_strategy(strategy)
     criterion = check_criterion(criterion)
     started = time.perf_counter()
@@ -31,7 +34,8 @@ def retrieve(services: Services, vendor_id: str, criterion: str, strategy: str
         embedder.warm_up()
     with timings.stage("embed_query"):
         query = Query(text=criterion, criterion_hash=criterion_hash(criterion),
-                      embedding=services.embed_query(criterion))
+                      embedding=services.embed_query(criterion),
+                      questionnaire_ids=tuple(dict.fromkeys(questionnaire_ids)))
     result, notes = services.runner.run(chosen, vendor, query, reranker, reranker_status,
                                         timings)
     return build_trace(vendor_id=vendor_id, query=query, strategy=chosen, result=result,
@@ -51,7 +55,8 @@ def build_trace(*, vendor_id: str, query: Query, strategy: Strategy, result: Str
     timings.ms["total"] = (time.perf_counter() - started) * 1000.0
     return RetrievalTrace(
         vendor_id=vendor_id, criterion=query.text, criterion_hash=query.criterion_hash,
-        strategy=strategy.name, reranker=reranker_status, embedding_model=embedding_model,
+        questionnaire_ids=list(query.questionnaire_ids), strategy=strategy.name,
+        reranker=reranker_status, embedding_model=embedding_model,
         constants=SeedConstants(**settings.seed_constants()), context=context, prompt=prompt,
         followups=result.followups, evidence=result.evidence, first_stage=result.first_stage,
         hash_path=result.hash_path, semantic_path=result.semantic_path,

@@ -30,16 +30,19 @@ def _indented(text: str) -> str:
     return _LINE_BREAK.sub("\n  ", _NOT_XML.sub("\ufffd", text))
 
 
-def source_label(source: str, section: str | None, page: int | None) -> str:
+def source_label(source: str, section: str | None, page: int | None,
+                 ocr: bool = False) -> str:
     """Where an excerpt comes from: the document, then its section ("policy.docx \u00a7
-    Access control > Passwords") or its PDF page."""
+    Access control > Passwords") or its PDF page, marked when OCR read it."""
     label = f"{source} \u00a7 {section}" if section else source
-    return f"{label} (page {page})" if page else label
+    if page:
+        return f"{label} (page {page}, read by OCR)" if ocr else f"{label} (page {page})"
+    return f"{label} (read by OCR)" if ocr else label
 
 
 def evidence_source(candidate: Candidate) -> str:
     """An excerpt's label, as its <source> and its prompt header show it."""
-    return source_label(candidate.source, candidate.section, candidate.page)
+    return source_label(candidate.source, candidate.section, candidate.page, candidate.ocr)
 
 
 @dataclass(frozen=True)
@@ -70,12 +73,36 @@ def context_entries(evidence: Sequence[Candidate], followups: Sequence[FollowupH
     ]
     if followups:
         ordered = tuple(by_round(followups))
-        source = ordered[-1].source + (" (Multiple Rounds)" if len(ordered) > 1 else "")
+        source = followups_label(ordered)
         entries.append(ContextEntry(
             len(evidence) + 1, "follow-ups", source, tuple(f.id for f in ordered),
             tuple(f"followup_response:{f.round_number}" for f in ordered), (),
             tuple(f.round_number for f in ordered), label=source, followups=ordered))
     return entries
+
+
+def followups_label(ordered: Sequence[FollowupHit]) -> str:
+    """The <source> of the follow-up entry: the latest answer's source, marked "(Multiple
+    Rounds)" when several rounds answer (seed 000). Answers that carry questionnaire ids
+    name every id they hold (one question asked under BCR-01.2 and CCC-01.2 is two answers),
+    the ids after the file and sheet they share."""
+    rounds = len({hit.round_number for hit in ordered})
+    several = " (Multiple Rounds)" if len(ordered) > 1 and (
+        rounds > 1 or not any(hit.questionnaire_id for hit in ordered)) else ""
+    ids = list(dict.fromkeys(hit.questionnaire_id for hit in ordered if hit.questionnaire_id))
+    if len(ids) < 2:
+        return ordered[-1].source + several
+    places = list(dict.fromkeys(hit.source.rsplit(" › ", 1)[0] for hit in ordered
+                                if hit.questionnaire_id))
+    if len(places) == 1:
+        return f"{places[0]} › {', '.join(ids)}{several}"
+    return "; ".join(dict.fromkeys(hit.source for hit in ordered)) + several
+
+
+def _round_heading(hit: FollowupHit) -> str:
+    """[Round 3], or [Round 3 › CEK-12.1] for an answer with a questionnaire id."""
+    return (f"[Round {hit.round_number} › {one_line(hit.questionnaire_id)}]"
+            if hit.questionnaire_id else f"[Round {hit.round_number}]")
 
 
 def _entry_xml(entry: ContextEntry) -> str:
@@ -85,7 +112,7 @@ def _entry_xml(entry: ContextEntry) -> str:
         content = entry.followups[0].content
     else:  # several rounds: a progression, every vendor line indented
         content = "\n\n".join(
-            f"[Round {h.round_number}]\nQuestion: {_indented(h.question_text)}\n"
+            f"{_round_heading(h)}\nQuestion: {_indented(h.question_text)}\n"
             f"Answer: {_indented(h.answer_text)}"
             for h in entry.followups
         )
@@ -144,8 +171,9 @@ def format_followups_prompt(followups: Sequence[FollowupHit]) -> str:
     parts = []
     for i, hit in enumerate(newest_first):
         label = "MOST RECENT - " if i == 0 else ""
+        place = f" - {one_line(hit.source)}" if hit.questionnaire_id else ""
         parts.append(
-            f"[{label}ROUND {hit.round_number} - {response_date(hit.timestamp)}]\n"
+            f"[{label}ROUND {hit.round_number} - {response_date(hit.timestamp)}{place}]\n"
             f"Question: {quoted(hit.question_text)}\n"
             f"Vendor Response: {quoted(hit.answer_text)}"
         )

@@ -370,7 +370,8 @@ def test_the_vendor_round_and_answer_time_are_the_reviewers(dashboard_workbench)
      "paste its value instead (Paste Special > Values)."),
     ("answers.csv", csv_bytes([["Criterion", "Answer"], [AES_CRITERION, "Yes."]]),
      "answers.csv, row 1: there is no question column (headers found: Criterion, Answer); the "
-     "first non-blank row must hold the headers criterion, question and answer."),
+     "first non-blank row must hold the headers criterion, question and answer; or map the "
+     "columns with --columns (for example --columns id=A,question=B,answer=C+E)."),
 ])
 def test_a_refused_spreadsheet_is_one_sentence_and_offers_no_ingest(
         dashboard_workbench, name, data, sentence):

@@ -23,6 +23,7 @@ class Chunk:
     text: str
     page: int | None = None
     section: str | None = None
+    ocr: bool = False  # read by OCR from a page without a text layer
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class DocumentText:
     text: str
     page: int | None = None
     headings: tuple[Heading, ...] = ()
+    ocr: bool = False  # read by OCR from the page's image: it has no text layer
 
 
 def _detail(exc: BaseException) -> str:
@@ -83,7 +85,7 @@ def split_document_text(part: DocumentText, splitter: Any, chunk_overlap: int) -
         if not piece.strip():
             continue
         at = bisect.bisect_right(offsets, start) - 1
-        chunks.append(Chunk(piece, part.page, paths[at][1] if at >= 0 else None))
+        chunks.append(Chunk(piece, part.page, paths[at][1] if at >= 0 else None, part.ocr))
     return chunks
 
 

@@ -202,7 +202,8 @@ def prepare_document(doc: DocumentFile, chunk_size: int, chunk_overlap: int, *,
     if not chunks:
         raise UserInputError(
             f"{shown_path(doc.path)} has no extractable text"
-            + (" (a scanned PDF needs OCR first)." if suffix == ".pdf" else ".")
+            + (" (no page has a text layer or an image with text)." if suffix == ".pdf"
+               else ".")
         )
     return PreparedDocument(
         source=doc.source, path=doc.path, digest=file_digest(data), chunks=chunks,

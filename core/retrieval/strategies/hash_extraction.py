@@ -24,7 +24,8 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
     with timings.stage("first_stage"):
         hits = first_stage(env, query, s.top_first_stage_n)
     with timings.stage("extract"):
-        matched, remaining = extract_by_hash(hits, query.criterion_hash, query.canonical_hash)
+        matched, remaining = extract_by_hash(hits, query.criterion_hash, query.canonical_hash,
+                                            query.questionnaire_ids)
         extracted = [followup_hit(c, query, ["first_stage", "hash"]) for c in matched]
         # Tiers are informational here: seed 000 logs question similarity, keeps by round.
         extracted = assign_tiers(extracted, [], query.text, s.fuzzy_match_threshold)

@@ -26,6 +26,13 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
         # filter is on the canonical hash, so a criterion pasted with other typography links.
         linked = first_stage(env, query, s.max_followup_rounds,
                              where=Where.eq(criterion_canonical_hash=query.canonical_hash))
+        if query.questionnaire_ids:  # answers to the ids the criterion is mapped to link too
+            by_id = first_stage(env, query, s.max_followup_rounds,
+                                where=Where.is_in("questionnaire_id", query.questionnaire_ids))
+            seen = {c.id for c in linked}
+            linked = sorted([*linked, *(c for c in by_id if c.id not in seen)],
+                            key=lambda c: -(c.first_stage_score or 0.0)
+                            )[:s.max_followup_rounds]
         hash_hits = [followup_hit(c, query, ["hash"]) for c in linked]
     with timings.stage("first_stage"):
         hits = first_stage(env, query, s.semantic_path_top_k)
