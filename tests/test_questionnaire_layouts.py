@@ -17,9 +17,8 @@ import openpyxl
 import pytest
 
 from core.errors import UserInputError
-from core.ingest.spreadsheets import spreadsheet_round
-from core.models import PayloadLimits
 from core.workbench import Workbench
+from tests import test_spreadsheets as sheets
 from tests.support.questionnaires import (
     Item,
     caiq_v3,
@@ -32,23 +31,17 @@ from tests.support.questionnaires import (
 )
 from tests.support.snapshot import assert_unchanged, store_snapshot
 
-STAMP = "2024-03-01T09:00:00Z"
 ANNUAL = "Are the policies and procedures reviewed and updated at least annually?"
 
 
 def read(name: str, data: bytes, **options: Any):
-    arguments = {"vendor_id": "acme", "round_number": 1, "timestamp": STAMP,
-                 "limits": PayloadLimits()}
-    arguments.update(options)
-    return spreadsheet_round(name, data, **arguments)
+    """The spreadsheet tests' reader (vendor acme, their timestamp and limits), as round 1."""
+    return sheets.read(name, data, **{"round_number": 1, **options})
 
 
 def refusal(name: str, data: bytes, **options: Any) -> str:
-    with pytest.raises(UserInputError) as caught:
-        read(name, data, **options)
-    message = str(caught.value)
-    assert "\n" not in message and message.endswith(".")
-    return message
+    """The spreadsheet tests' one-sentence refusal, of round 1."""
+    return sheets.refusal(name, data, **{"round_number": 1, **options})
 
 
 def answers(round_) -> list[tuple[str | None, str, str]]:

@@ -563,18 +563,17 @@ def _column_number(grid: Rows, header_row: int | None, column: str) -> int | Non
 
 def _mapped_header_row(grid: Rows, mapping: ColumnMapping) -> int | None:
     """The header row: the first row (of the first rows) holding every header text the
-    mapping names; with letters alone, the first row that is not blank."""
+    mapping names; with letters alone, the first row with a text in every mapped column."""
     names = [header_key(c) for columns in mapping.fields.values() for c in columns
              if not _LETTERS.match(c)]
+    numbers = [_column_number(grid, None, c) for cs in mapping.fields.values() for c in cs]
     for row in range(1, min(grid.max_row, HEADER_SEARCH_ROWS) + 1):
         keys = grid.row_keys(row, grid.max_column)
         if names and all(name in keys for name in names):
             return row
-        if not names:  # letters alone: the first row with a text in every mapped column
-            numbers = [_column_number(grid, None, c) for cs in mapping.fields.values()
-                       for c in cs]
-            if all(n is not None and n <= len(keys) and keys[n - 1] for n in numbers):
-                return row
+        if not names and all(n is not None and n <= len(keys) and keys[n - 1]
+                             for n in numbers):
+            return row
     return None
 
 

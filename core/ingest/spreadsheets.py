@@ -120,17 +120,16 @@ def _criteria_too_many(where: str, count: int, first: int, last: int, most: int)
             f"may hold at most {most:,}.")
 
 
-def _round_spec(limits: PayloadLimits) -> _TableSpec:
-    return _TableSpec(
-        what="a questionnaire round",
-        fields={"criterion": ("criterion", "criterion question text"),
-                "question": ("question", "question text"),
-                "answer": ("answer", "answer text")},
-        required=("criterion", "question", "answer"),
-        sheet_names=("answers",),
-        max_rows=MAX_WORKBOOK_RESPONSES,
-        too_many=_round_too_many,
-    )
+_ROUND_SPEC = _TableSpec(
+    what="a questionnaire round",
+    fields={"criterion": ("criterion", "criterion question text"),
+            "question": ("question", "question text"),
+            "answer": ("answer", "answer text")},
+    required=("criterion", "question", "answer"),
+    sheet_names=("answers",),
+    max_rows=MAX_WORKBOOK_RESPONSES,
+    too_many=_round_too_many,
+)
 
 
 _CRITERIA_SPEC = _TableSpec(
@@ -758,7 +757,7 @@ def spreadsheet_round(name: str, data: bytes, *, vendor_id: str, round_number: i
         return layout_round(name, found, vendor_id=vendor_id, round_number=round_number,
                              timestamp=timestamp, limits=limits)
     notes: list[str] = []
-    spec = _round_spec(limits)
+    spec = _ROUND_SPEC
     sheet, layout, rows = _read_table(name, data, spec, notes)
     seen: dict[str, int] = {}
     for row in rows:
