@@ -153,6 +153,11 @@ class Settings(BaseSettings):
     # Recorded benchmark results the dashboard shows.
     benchmark_results: Path = BENCHMARK_RESULTS_DIR
 
+    # Threads each model runs on (ONNX Runtime's and torch's intra-op threads); 0 is every CPU
+    # this process may use. Several processes sharing a machine run faster with a share each
+    # than with every one spinning a thread per core.
+    model_threads: int = Field(0, ge=0, le=1024)
+
     # Ingestion. Writers into one store take turns (core/locking.py): a second one waits this
     # long for the first; on a server, a writer's lease lapses if not renewed for write_lease_s.
     write_lock_wait_s: float = Field(900.0, ge=0.0, le=86400.0)

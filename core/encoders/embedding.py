@@ -118,6 +118,15 @@ def _bound_hub_client(timeout_s: float) -> None:
     huggingface_hub.set_client_factory(bounded_client)
 
 
+def limit_torch_threads(threads: int) -> None:
+    """Run torch's operators on `threads` threads (0 leaves torch's own choice, every core).
+    torch has one such setting per process."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
 class SentenceTransformerEmbedder(Embedder):
     """all-MiniLM-L6-v2 by default; any other sentence-transformers name or folder works."""
 
@@ -125,9 +134,10 @@ class SentenceTransformerEmbedder(Embedder):
 
     def __init__(self, model: str = "all-MiniLM-L6-v2", *, batch_size: int = 64,
                  allow_downloads: bool = False,
-                 download_timeout_s: float = DEFAULT_DOWNLOAD_TIMEOUT_S) -> None:
+                 download_timeout_s: float = DEFAULT_DOWNLOAD_TIMEOUT_S, threads: int = 0) -> None:
         self.name = model
         self.batch_size = batch_size
+        self.threads = threads
         self.allow_downloads = allow_downloads
         self.download_timeout_s = download_timeout_s
         self._model = None
@@ -151,6 +161,7 @@ class SentenceTransformerEmbedder(Embedder):
 
             hf_logging.set_verbosity_error()
             hf_logging.disable_progress_bar()
+            limit_torch_threads(self.threads)
             try:
                 self._model = SentenceTransformer(location, device="cpu",
                                                   local_files_only=not self.allow_downloads)

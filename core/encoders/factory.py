@@ -24,7 +24,8 @@ def configured_embedder(settings: Settings, *,
     make = torch_embedder or SentenceTransformerEmbedder
     torch = make(settings.embedding_model, batch_size=settings.embed_batch_size,
                  allow_downloads=settings.allow_model_downloads,
-                 download_timeout_s=settings.model_download_timeout_s)
+                 download_timeout_s=settings.model_download_timeout_s,
+                 threads=settings.model_threads)
     if settings.embedding_runtime == "torch":
         return torch
     if not isinstance(torch, SentenceTransformerEmbedder):
@@ -34,4 +35,5 @@ def configured_embedder(settings: Settings, *,
                 "sentence-transformers model, the only kind exported to ONNX.")
         return torch
     return OnnxEmbedder(torch, cache_dir=settings.onnx_cache_dir,
-                        required=settings.embedding_runtime == "onnx")
+                        required=settings.embedding_runtime == "onnx",
+                        threads=settings.model_threads)

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from core.config import Settings
-from core.encoders.embedding import configure_hub_access
+from core.encoders.embedding import configure_hub_access, limit_torch_threads
 from core.errors import ModelUnavailableError
 from core.models import RerankerStatus
 
@@ -46,8 +46,9 @@ class FlashRankReranker(Reranker):
 
     def __init__(self, model_name: str, cache_dir: Path, *, max_length: int = 512,
                  allow_downloads: bool = False,
-                 download_timeout_s: float = DEFAULT_DOWNLOAD_TIMEOUT_S) -> None:
+                 download_timeout_s: float = DEFAULT_DOWNLOAD_TIMEOUT_S, threads: int = 0) -> None:
         self.model_name = model_name
+        self.threads = threads
         self.cache_dir = Path(cache_dir)
         self.max_length = max_length
         self.allow_downloads = allow_downloads
@@ -111,10 +112,15 @@ class FlashRankReranker(Reranker):
             saved_handlers, saved_level = list(root.handlers), root.level
             try:
                 with _download_timeout(self.download_timeout_s, enabled=self.allow_downloads):
-                    self._ranker = Ranker(
+                    ranker = Ranker(
                         model_name=self.model_name, cache_dir=str(self.cache_dir),
                         max_length=self.max_length, log_level="WARNING",
                     )
+                if self.threads:  # FlashRank opens its session on every core
+                    from core.encoders.onnx.runtime import open_session
+
+                    ranker.session = open_session(model_file, self.threads)
+                self._ranker = ranker
             except Exception as exc:
                 raise ModelUnavailableError(
                     f"FlashRank model '{self.model_name}' could not be loaded from "
@@ -148,8 +154,9 @@ class CrossEncoderReranker(Reranker):
     raw and mapped by a sigmoid (one output) or a softmax's second class (two outputs)."""
 
     def __init__(self, model: str, *, max_length: int = 512, allow_downloads: bool = False,
-                 download_timeout_s: float = DEFAULT_DOWNLOAD_TIMEOUT_S) -> None:
+                 download_timeout_s: float = DEFAULT_DOWNLOAD_TIMEOUT_S, threads: int = 0) -> None:
         self.model_name = model
+        self.threads = threads
         self.max_length = max_length
         self.allow_downloads = allow_downloads
         self.download_timeout_s = download_timeout_s
@@ -212,6 +219,7 @@ class CrossEncoderReranker(Reranker):
             # the hub logs every retry of a failing download; the error says it once
             hub_logging.set_verbosity_error()
             source = str(folder) if folder is not None else self.model_name
+            limit_torch_threads(self.threads)
             try:
                 model = CrossEncoder(source, device="cpu",
                                      local_files_only=not self.allow_downloads)
@@ -337,11 +345,12 @@ def configured_reranker(settings: Settings, *, allow_downloads: bool | None = No
         return CrossEncoderReranker(
             settings.cross_encoder_model, max_length=settings.reranker_max_length,
             allow_downloads=allow, download_timeout_s=settings.model_download_timeout_s,
+            threads=settings.model_threads,
         )
     return FlashRankReranker(
         settings.reranker_model, settings.reranker_cache_dir,
         max_length=settings.reranker_max_length, allow_downloads=allow,
-        download_timeout_s=settings.model_download_timeout_s,
+        download_timeout_s=settings.model_download_timeout_s, threads=settings.model_threads,
     )
 
 

@@ -21,15 +21,15 @@ def chromadb_version() -> str:
 def connect(settings: Settings, location: str) -> Any:
     """A ChromaDB client of the store `settings` name (`location` names it in sentences)."""
     import chromadb
-    from chromadb.config import Settings as ChromaSettings
 
     try:
         if settings.chroma_host:
             return _ServerCalls(_server_client(settings), _ServerProblems(settings, location))
         store = settings.store  # checked by the caller (core/store/paths.py)
         store.mkdir(parents=True, exist_ok=True)
+        # A copy: PersistentClient writes the store's path into the settings it is given.
         return chromadb.PersistentClient(path=str(store),
-                                         settings=ChromaSettings(anonymized_telemetry=False))
+                                         settings=_embedded_settings().model_copy())
     except (UserInputError, StoreError):
         raise
     except Exception as exc:  # chromadb raises plain exceptions for connection failures
@@ -37,6 +37,15 @@ def connect(settings: Settings, location: str) -> Any:
         sentence = problems.sentence(exc, connecting=True) if settings.chroma_host else None
         raise StoreError(sentence or problems.redacted(
             f"Cannot open the {location}: {_one_line(exc)}")) from exc
+
+
+@functools.cache
+def _embedded_settings() -> Any:
+    """ChromaDB's settings of an embedded store, built once per process: building them reads
+    and validates every CHROMA_ environment setting, several milliseconds each time."""
+    from chromadb.config import Settings as ChromaSettings
+
+    return ChromaSettings(anonymized_telemetry=False)
 
 
 class _ServerCalls:

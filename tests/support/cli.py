@@ -53,8 +53,10 @@ def run_json(capture, *argv: Arg, keep: LineFilter = str.strip,
 
 
 def environment(**changes: str) -> dict[str, str]:
-    """This process's environment without any EVIDENCE_* setting, and then `changes`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVIDENCE_")}
+    """This process's environment without any EVIDENCE_* setting (but the model threads a
+    test run gives each worker), and then `changes`."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("EVIDENCE_") or k == "EVIDENCE_MODEL_THREADS"}
     env.update(changes)
     return env
 

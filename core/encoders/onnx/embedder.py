@@ -34,8 +34,10 @@ class OnnxEmbedder(Embedder):
     ModelUnavailableError. `runtime` says which one runs ("onnx" or "torch")."""
 
     def __init__(self, torch_embedder: SentenceTransformerEmbedder, *, cache_dir: Path,
-                 required: bool = False, batch_size: int | None = None) -> None:
+                 required: bool = False, batch_size: int | None = None,
+                 threads: int = 0) -> None:
         self.name = torch_embedder.name
+        self.threads = threads
         self.torch_embedder = torch_embedder
         self.cache_dir = Path(cache_dir).expanduser()
         self.required = required
@@ -132,7 +134,7 @@ class OnnxEmbedder(Embedder):
             raise ValueError(f"{MODEL_FILE} is {size:,} bytes, not {recorded['model_bytes']:,}")
         if recorded.get("model_sha256") not in (None, _sha256(export.model_path)):
             raise ValueError(f"{MODEL_FILE}'s sha256 is not the one recorded")
-        return OnnxEncoder(open_session(export.model_path),
+        return OnnxEncoder(open_session(export.model_path, self.threads),
                            load_tokenizer(export.layout, truncate=True),
                            export.layout.dimension, self.batch_size)
 

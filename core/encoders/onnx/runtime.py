@@ -45,12 +45,13 @@ def load_tokenizer(layout: ModelLayout, *, truncate: bool) -> Any:
     return tokenizer
 
 
-def open_session(path: Path) -> Any:
-    """An ONNX Runtime session on the CPUs this process may use, every graph optimisation on."""
+def open_session(path: Path, threads: int = 0) -> Any:
+    """An ONNX Runtime session on `threads` threads (0: the CPUs this process may use), every
+    graph optimisation on."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = usable_cpus()
+    options.intra_op_num_threads = threads or usable_cpus()
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3
