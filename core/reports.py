@@ -20,14 +20,30 @@ class DocumentOutcome(BaseModel):
     pages: int | None = None
 
 
+class SkippedFile(BaseModel):
+    """A file left out because it could not be read (`--skip-unreadable`), and why."""
+
+    source: str
+    reason: str
+
+
 class DocumentIngestReport(BaseModel):
-    """One `ingest docs` call: every file's outcome and the chunks written."""
+    """One `ingest docs` call: every file's outcome and the chunks written. `skipped` (the
+    files `--skip-unreadable` left out) is in the line only when a file was skipped."""
 
     vendor_id: str
     type: str
     round_number: int | None
     documents: list[DocumentOutcome]
     chunks_written: int
+    skipped: list[SkippedFile] = []
+
+    @model_serializer(mode="wrap")
+    def _contract_line(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if not data.get("skipped"):
+            data.pop("skipped", None)
+        return data
 
 
 class QuestionnaireIngestReport(BaseModel):

@@ -4,6 +4,7 @@ pages offer for download. Nothing here is cached; a write drops the views it mak
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import streamlit as st
@@ -16,10 +17,13 @@ from core.criteria import CriterionEntry
 from core.errors import EvidenceError
 from core.hashing import criterion_hash
 from core.ingest import LoadedRound
+from core.ingest.package import Package
+from core.ingest.package import ingest_package as write_package
 from core.ingest.uploads import (
     UploadedRound,
     ingest_loaded_rounds,
     read_uploaded_criteria,
+    read_uploaded_package,
     read_uploaded_rounds,
 )
 from core.models import RetrievalTrace
@@ -80,6 +84,35 @@ def ingest_rounds(rounds: Sequence[LoadedRound], progress: Progress | None = Non
     reports = ingest_loaded_rounds(resources.get_workbench(), rounds, progress, replace=replace)
     resources.store_changed()
     return reports
+
+
+def read_package(vendor_id: str, uploads: Sequence[tuple[str, bytes]], *,
+                 first_round: int | None, columns: dict[str, str]) -> Package:
+    """An uploaded package read and sorted, nothing written; kept for the session under the
+    files, vendor, round choice, mappings and store state it was read with, so a rerun does
+    not read (and OCR) every file again."""
+    workbench = resources.get_workbench()
+    key = (hashlib.sha256(b"".join(hashlib.sha256(n.encode() + b"\0" + d).digest()
+                                   for n, d in uploads)).hexdigest(),
+           vendor_id, first_round, tuple(sorted(columns.items())),
+           workbench.store_state(vendor_id) if vendor_id in workbench.vendor_ids() else None)
+    kept = st.session_state.get("package_read")
+    if kept is not None and kept[0] == key:
+        return kept[1]
+    with st.spinner(f"Reading {len(uploads)} files..."):
+        package = read_uploaded_package(workbench.writer, vendor_id, uploads,
+                                        first_round=first_round, columns=columns)
+    st.session_state["package_read"] = (key, package)
+    return package
+
+
+def ingest_package(package: Package, progress: Progress | None = None) -> list[dict]:
+    """Write a package read by `read_package`; every cached view of the store is dropped
+    after."""
+    lines = write_package(resources.get_workbench().writer, package, progress)
+    st.session_state.pop("package_read", None)
+    resources.store_changed()
+    return lines
 
 
 def uploaded_criteria(name: str, data: bytes) -> list[CriterionEntry]:

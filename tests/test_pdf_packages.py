@@ -8,33 +8,18 @@ import io
 
 import pytest
 from fpdf import FPDF
-from pypdf import PdfReader, PdfWriter
+from pypdf import PdfReader
 
 from core.errors import UserInputError
+from tests.support.packages import REGISTRY, image_only_pdf, locked, pdf_bytes
 
 TEXT = "Customer data keys are rotated every 90 days by the key management service."
-
-
-def pdf_bytes(text: str = TEXT) -> bytes:
-    pdf = FPDF()
-    pdf.add_page()
-    pdf.set_font("helvetica", size=12)
-    pdf.multi_cell(w=0, text=text)
-    return bytes(pdf.output())
-
-
-def locked(data: bytes, *, user: str, owner: str, algorithm: str) -> bytes:
-    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
-    writer.encrypt(user_password=user, owner_password=owner, algorithm=algorithm)
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
 
 
 @pytest.mark.parametrize("algorithm", ["RC4-128", "AES-128", "AES-256"])
 def test_a_pdf_locked_with_an_owner_password_only_is_read(workbench, tmp_path, algorithm):
     path = tmp_path / "SOC 3 report.pdf"
-    path.write_bytes(locked(pdf_bytes(), user="", owner="vendor-legal-2024",
+    path.write_bytes(locked(pdf_bytes(TEXT), user="", owner="vendor-legal-2024",
                             algorithm=algorithm))
     report = workbench.ingest_documents("acme", [path])
     assert [d.source for d in report.documents] == ["SOC 3 report.pdf"]
@@ -44,7 +29,7 @@ def test_a_pdf_locked_with_an_owner_password_only_is_read(workbench, tmp_path, a
 
 def test_a_pdf_that_needs_a_password_to_open_is_refused_by_name(workbench, tmp_path):
     path = tmp_path / "pentest.pdf"
-    path.write_bytes(locked(pdf_bytes(), user="open-sesame", owner="owner",
+    path.write_bytes(locked(pdf_bytes(TEXT), user="open-sesame", owner="owner",
                             algorithm="AES-256"))
     with pytest.raises(UserInputError) as caught:
         workbench.ingest_documents("acme", [path])
@@ -55,28 +40,6 @@ def test_a_pdf_that_needs_a_password_to_open_is_refused_by_name(workbench, tmp_p
 
 
 # Pages without a text layer, read by OCR -------------------------------------------------------
-
-REGISTRY = ["State registry of data processors", "Registration number 0842-7731-19",
-            "Processor: Example Hosting Ltd", "Valid until 31 March 2026"]
-
-
-def image_only_pdf(lines: list[str]) -> bytes:
-    """A PDF whose one page is a picture of `lines` (a screenshot saved as PDF): no text
-    layer at all."""
-    from PIL import Image, ImageDraw, ImageFont
-
-    font = ImageFont.truetype("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", 28)
-    image = Image.new("L", (1600, 120 + 60 * len(lines)), 255)
-    draw = ImageDraw.Draw(image)
-    for at, line in enumerate(lines):
-        draw.text((60, 60 + 60 * at), line, font=font, fill=0)
-    picture = io.BytesIO()
-    image.save(picture, format="PNG")
-    pdf = FPDF()
-    pdf.add_page()
-    pdf.image(io.BytesIO(picture.getvalue()), x=10, y=10, w=190)
-    return bytes(pdf.output())
-
 
 @pytest.mark.skipif(not __import__("shutil").which("tesseract"),
                     reason="the OCR engine (tesseract) is installed by make ocr-packages")
@@ -90,6 +53,9 @@ def test_an_image_only_pdf_is_read_by_ocr_and_marked_so(workbench, tmp_path):
     assert "0842-7731-19" in excerpt.text and "Example Hosting Ltd" in excerpt.text
     assert excerpt.ocr is True
     assert "<source>registry listing.pdf (page 1, read by OCR)</source>" in trace.context
+    turn = workbench.ask("acme", "What is the vendor's registration number?")
+    assert any(e.ocr for e in turn.answer_evidence if e.source == "registry listing.pdf")
+    assert "registry listing.pdf (page 1, read by OCR)" in turn.answer
 
 
 def test_running_headers_and_footers_are_dropped(workbench, tmp_path):

@@ -21,13 +21,58 @@ def ingest_docs(
     ] = "tc_files",
     round_number: Annotated[int | None, typer.Option(
         "--round", help="Follow-up round the document was uploaded with.")] = None,
+    skip_unreadable: Annotated[bool, typer.Option(
+        "--skip-unreadable",
+        help="Ingest the files that can be read and list the others under \"skipped\" "
+             "(without it, a file that cannot be read refuses the whole command).")] = False,
 ) -> None:
     """Ingest .md, .txt, .pdf, .docx, .html and .htm documents; unchanged files are skipped,
     changed ones replaced."""
     with _progress_bar() as progress:
-        report = _workbench(ctx).ingest_documents(vendor, paths, doc_type=doc_type,
-                                                  round_number=round_number, progress=progress)
+        report = _workbench(ctx).writer.documents(
+            vendor, paths, doc_type=doc_type, round_number=round_number, progress=progress,
+            skip_unreadable=skip_unreadable)
+    for skipped in report.skipped:
+        print(f"evidence: note: skipped {_sentence(skipped.reason)}", file=sys.stderr)
     _emit(report.model_dump(mode="json"))
+
+
+@ingest_app.command("package")
+def ingest_package(
+    ctx: typer.Context,
+    folder: Annotated[Path, typer.Argument(
+        help="The vendor's package: a folder of documents, questionnaire workbooks and "
+             "answer files (walked recursively).")],
+    vendor: Annotated[str, typer.Option(help="Vendor id, [A-Za-z0-9][A-Za-z0-9_-]{0,62}.")],
+    round_number: Annotated[int | None, typer.Option(
+        "--round", help="Round of the first questionnaire; the others follow in file order "
+                        "(default: the next round the vendor has not used; a file whose "
+                        "answers make up a stored round keeps it).")] = None,
+    skip_unreadable: Annotated[bool, typer.Option(
+        "--skip-unreadable",
+        help="Ingest the files that can be read and report the others as skipped (without "
+             "it, a file that cannot be read refuses the whole package).")] = False,
+    timestamp: Annotated[str | None, typer.Option(
+        help="ISO 8601 time the questionnaires were answered (default: now, in UTC).")
+    ] = None,
+) -> None:
+    """Ingest a whole vendor package: each document as `ingest docs` would, each
+    questionnaire as a round of its own; one JSON line per file says what it became and why.
+    Every file is read before anything is written."""
+    from core.ingest.package import ingest_package as write_package
+    from core.ingest.package import read_package
+
+    writer = _workbench(ctx).writer
+    with _progress_bar() as progress:
+        package = read_package(writer, vendor, folder, first_round=round_number,
+                               skip_unreadable=skip_unreadable, timestamp=timestamp,
+                               progress=progress)
+        for item in package.rounds:
+            for note in item.round.notes if item.round else []:
+                print(f"evidence: note: {_sentence(note)}", file=sys.stderr)
+        lines = write_package(writer, package, progress)
+    for line in lines:
+        _emit(line)
 
 
 @ingest_app.command("questionnaire")

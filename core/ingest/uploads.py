@@ -17,9 +17,11 @@ from core.criteria import CriterionEntry
 from core.errors import UserInputError
 from core.ingest import LoadedRound, decode_utf8, refuse_too_large, shown_path
 from core.ingest.documents import check_document_type
+from core.ingest.package import Package, read_package
 from core.ingest.questionnaire import check_batch_vendor_ids, parse_payload_bytes
 from core.ingest.sample import MAX_CRITERIA_FILE_BYTES, criteria_lines
 from core.ingest.spreadsheets import criteria_from_spreadsheet, is_spreadsheet, spreadsheet_round
+from core.ingest.writer import EvidenceWriter
 from core.models import PayloadLimits, QuestionnairePayload
 from core.reports import DocumentIngestReport, Progress, QuestionnaireIngestReport
 from core.services import EvidenceIngest
@@ -176,3 +178,28 @@ def read_uploaded_criteria(name: str, data: bytes, *, max_chars: int) -> list[Cr
     if not criteria:
         raise UserInputError(f"{shown} holds no criteria (one per line).")
     return [CriterionEntry(text) for text in criteria]
+
+
+def read_uploaded_package(writer: EvidenceWriter, vendor_id: str, uploads: Sequence[Upload], *,
+                          first_round: int | None = None, timestamp: str | None = None,
+                          columns: dict[str, str] | None = None,
+                          progress: Progress | None = None) -> Package:
+    """Uploaded files read and sorted as a vendor package, nothing written. Files that cannot
+    be read are kept in it as skipped, with why, so a reviewer sees every file; the
+    sentences name the files as uploaded, never the temporary folder they passed through."""
+    if not uploads:
+        raise UserInputError("Choose the files of the vendor's package to upload.")
+    limit = max(writer.settings.max_document_bytes, writer.settings.max_questionnaire_bytes)
+    for name, data in uploads:  # refused before anything is copied to disk
+        refuse_too_large(shown_path(name), len(data), limit, "a file of a package")
+    with tempfile.TemporaryDirectory(prefix="evidence-package-") as folder:
+        try:
+            save_uploads(Path(folder), uploads)
+            package = read_package(writer, vendor_id, Path(folder), first_round=first_round,
+                                   skip_unreadable=True, timestamp=timestamp,
+                                   columns=columns, progress=progress)
+        except UserInputError as exc:
+            message = str(exc).replace(folder + os.sep, "").replace(f"The package {folder} ",
+                                                                    "The upload ")
+            raise UserInputError(message) from None
+    return package

@@ -31,7 +31,12 @@ from core.config import Settings
 from core.encoders.embedding import Embedder
 from core.errors import UserInputError
 from core.hashing import short_hash
-from core.ingest.documents import PreparedDocument, check_documents, prepare_document
+from core.ingest.documents import (
+    PreparedDocument,
+    check_documents,
+    prepare_document,
+    refuse_unreadable,
+)
 from core.ingest.questionnaire import check_batch_vendor_ids, parse_payload, payload_records
 from core.models import (
     DOCUMENT_SOURCE_TYPE,
@@ -39,7 +44,13 @@ from core.models import (
     QuestionnairePayload,
     StoredRecord,
 )
-from core.reports import DocumentIngestReport, DocumentOutcome, Progress, QuestionnaireIngestReport
+from core.reports import (
+    DocumentIngestReport,
+    DocumentOutcome,
+    Progress,
+    QuestionnaireIngestReport,
+    SkippedFile,
+)
 from core.store import (
     WITHDRAWN_KEY,
     EvidenceStore,
@@ -101,23 +112,38 @@ class EvidenceWriter:
     # Documents -----------------------------------------------------------------------
 
     def documents(self, vendor_id: str, paths: Iterable[Path | str], *, doc_type: str,
-                  round_number: int | None, progress: Progress | None = None
-                  ) -> DocumentIngestReport:
-        """Validate every file first, then write each document completely or not at all."""
+                  round_number: int | None, progress: Progress | None = None,
+                  skip_unreadable: bool = False) -> DocumentIngestReport:
+        """Validate every file first, then write each document completely or not at all. A
+        file that cannot be read refuses the ingest, naming every such file, unless
+        `skip_unreadable`: then the others are written and the report lists it."""
         check_vendor_id(vendor_id)
         if isinstance(paths, str | Path):  # one path, not the characters of one
             paths = [paths]
         s = self.settings
         # Type, round, every file found and its size: all refused before any file is read.
         files = check_documents([Path(p) for p in paths], doc_type=doc_type,
-                                round_number=round_number, max_bytes=s.max_document_bytes)
-        prepared = []
+                                round_number=round_number, max_bytes=s.max_document_bytes,
+                                skip_unreadable=skip_unreadable)
+        prepared, skipped = [], []
         for i, doc in enumerate(files, start=1):
-            prepared.append(prepare_document(doc, s.chunk_size, s.chunk_overlap,
-                                             max_bytes=s.max_document_bytes))
+            try:
+                prepared.append(prepare_document(doc, s.chunk_size, s.chunk_overlap,
+                                                 max_bytes=s.max_document_bytes))
+            except UserInputError as exc:
+                skipped.append(SkippedFile(source=doc.source, reason=str(exc)))
             if progress:
                 progress("reading", i, len(files))
+        refuse_unreadable(skipped, skip_unreadable, len(files))
+        report = self.prepared_documents(vendor_id, prepared, doc_type=doc_type,
+                                         round_number=round_number, progress=progress)
+        return report.model_copy(update={"skipped": skipped})
 
+    def prepared_documents(self, vendor_id: str, prepared: Sequence[PreparedDocument], *,
+                           doc_type: str = "tc_files", round_number: int | None = None,
+                           progress: Progress | None = None) -> DocumentIngestReport:
+        """Write documents already read and chunked, each completely or not at all."""
+        check_vendor_id(vendor_id)
         # Everything from reading the manifest to deleting a replaced version happens under
         # the store's write lock, so a concurrent writer cannot interleave (core/locking.py).
         with self.store.write_lock(self._waiting(progress)):

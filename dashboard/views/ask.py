@@ -12,6 +12,7 @@ import streamlit as st
 from core.answers.conversation.models import AnswerEvidence, AskTurn, ConversationSummary
 from core.errors import EvidenceError
 from core.trace.analysis import move_label
+from core.trace.context import source_label
 from dashboard import actions, widgets
 from dashboard.selection import selected_vendor
 from dashboard.text import minute_utc, plain
@@ -23,7 +24,7 @@ def evidence_rows(evidence: Sequence[AnswerEvidence], start: int = 1) -> pd.Data
     """One row per excerpt with every score it was given."""
     return pd.DataFrame([{
         "#": i,
-        "Source": f"{e.source} (page {e.page})" if e.page else e.source,
+        "Source": source_label(e.source, None, e.page, e.ocr),
         "Vector rank": e.vector_rank,
         "Lexical rank": e.lexical_rank,
         "Fused (RRF)": e.fused_score,

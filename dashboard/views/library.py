@@ -14,6 +14,7 @@ import streamlit as st
 
 from core.config import MAX_ROUND_NUMBER
 from core.errors import EvidenceError
+from core.ingest.package import Package, PackageFile
 from core.ingest.questionnaire import parse_payload_bytes
 from core.ingest.spreadsheets import is_spreadsheet
 from core.ingest.uploads import (
@@ -343,6 +344,125 @@ def show_round_upload(workbench: Workbench, vendor: str | None,
     show_outcome("rounds")
 
 
+BECAME = {"document": "document", "round": "questionnaire round", "skipped": "skipped"}
+
+
+def package_table(package: Package) -> pd.DataFrame:
+    """One row per file of the package: what it becomes and why."""
+    return pd.DataFrame([{
+        "File": item.file,
+        "Becomes": ("cannot be read" if item.unreadable else BECAME[item.became]),
+        "Kind": item.layout or "",
+        "Round": item.round_number,
+        "Why": item.reason,
+    } for item in package.files], columns=["File", "Becomes", "Kind", "Round", "Why"])
+
+
+def needs_mapping(item: PackageFile) -> bool:
+    """A table the workbench could not place: it offers the column mapping step."""
+    return item.unreadable and is_spreadsheet(item.file) and "--columns" in item.reason
+
+
+def package_outcome(lines: Sequence[dict]) -> str:
+    documents = [line for line in lines if line["became"] == "document"]
+    rounds = [line for line in lines if line["became"] == "round"]
+    skipped = [line for line in lines if line["became"] == "skipped"]
+    parts = [f"{len(documents)} document{'s' if len(documents) != 1 else ''} "
+             f"({sum(line.get('chunks', 0) for line in documents)} chunks)"]
+    parts += [f"{line['file']} as round {line['round_number']} "
+              f"({responses_text(line.get('indexed_count', 0))})" for line in rounds]
+    if skipped:
+        parts.append(f"{len(skipped)} skipped ({', '.join(line['file'] for line in skipped)})")
+    return "Package ingested: " + "; ".join(parts) + "."
+
+
+def show_package_upload(vendor: str | None) -> None:
+    """A whole vendor package at once: every file sorted and previewed (documents, one round
+    per questionnaire, what cannot be read and why, with a column mapping for a table of an
+    unknown layout), written only when the reviewer confirms."""
+    st.subheader("Upload a vendor package")
+    st.caption("Every file the vendor sent, at once: policies, reports and certificates "
+               "become documents, each filled questionnaire (CAIQ, HECVAT, SIG, statement of "
+               "applicability, VSAQ answers, a criterion/question/answer table) a round of its "
+               "own. Nothing is written until you confirm.")
+    vendor_id = st.text_input("Vendor id of the package", value=vendor or "",
+                              key="package_vendor").strip()
+    files = st.file_uploader("The package's files", accept_multiple_files=True,
+                             key="upload_package")
+    uploads = [(f.name, f.getvalue()) for f in files or []]
+    choose = st.checkbox("Number the rounds from a round I choose", key="package_choose_round",
+                         help="Off: the next rounds the vendor has not used; a file already "
+                              "ingested keeps its round.")
+    first_round = None
+    if choose:
+        first_round = int(st.number_input(
+            "First round", min_value=1, max_value=MAX_ROUND_NUMBER, step=1,
+            value=min(actions.next_round_number(vendor_id), MAX_ROUND_NUMBER),
+            key="package_first_round"))
+    if not uploads:
+        show_outcome("package")
+        return
+    names = {name for name, _ in uploads}
+    columns = {name: text for name, text in st.session_state.get("package_columns", {}).items()
+               if text and name in names}
+    try:
+        package = actions.read_package(vendor_id, uploads, first_round=first_round,
+                                       columns=columns)
+    except EvidenceError as exc:
+        widgets.show_error(exc, "The package could not be read")
+        show_outcome("package")
+        return
+    st.markdown("**Preview**: what each file becomes. Nothing is written until you press the "
+                "button below.")
+    st.dataframe(package_table(package), hide_index=True, column_config={
+        "Round": st.column_config.NumberColumn(format="%d"),
+        "Why": st.column_config.TextColumn(width="large")})
+    show_mappings(package)
+    for item in package.files:
+        if item.preview:
+            with st.expander(f"{item.file}: the first rows" if item.became == "round"
+                             else f"{item.file}: the first chunks"):
+                st.dataframe(pd.DataFrame(item.preview[:50]), hide_index=True)
+    unreadable = package.unreadable
+    skip = False
+    if unreadable:
+        st.warning(f"{len(unreadable)} file{'s' if len(unreadable) != 1 else ''} cannot be "
+                   "read (see Why above). Fix or map them, or ingest the rest without them.")
+        skip = st.checkbox("Ingest the rest and skip the files that cannot be read",
+                           key="package_skip")
+    usable = len(package.documents) + len(package.rounds)
+    label = (f"Ingest the package: {len(package.documents)} documents and "
+             f"{len(package.rounds)} rounds for vendor {package.vendor_id}")
+    if st.button(label, key="ingest_package", type="primary",
+                 disabled=not usable or bool(unreadable and not skip)):
+        lines = run_ingest("Ingesting the package:",
+                           lambda show: actions.ingest_package(package, show))
+        if lines is not None:
+            finish("package", package_outcome(lines))
+    show_outcome("package")
+
+
+def show_mappings(package: Package) -> None:
+    """The mapping step: for each table of an unknown layout, the columns to read it by."""
+    unmapped = [item for item in package.files if needs_mapping(item)]
+    mapped = st.session_state.get("package_columns", {})
+    if not unmapped and not mapped:
+        return
+    st.markdown("**Column mapping** for a table of a layout the workbench does not know: "
+                "name the columns to read, by letter or header text, `+` joining columns "
+                "(for example `id=A,question=B,answer=C+E`).")
+    with st.form("package_mapping"):
+        given = {}
+        for item in unmapped + [i for i in package.files
+                                if i.file in mapped and not needs_mapping(i)]:
+            given[item.file] = st.text_input(f"Columns of {item.file}",
+                                             value=mapped.get(item.file, ""),
+                                             key=f"package_map_{item.file}")
+        if st.form_submit_button("Read the tables with these columns"):
+            st.session_state["package_columns"] = {k: v.strip() for k, v in given.items()}
+            st.rerun()
+
+
 def show_browser(workbench: Workbench, statuses: Sequence[VendorStatus],
                  vendor: str | None) -> None:
     """One vendor's stored chunks, filtered by text and type."""
@@ -382,6 +502,7 @@ def render() -> None:
     show_counts(workbench, statuses)
     show_document_upload(workbench, vendor)
     show_round_upload(workbench, vendor, statuses)
+    show_package_upload(vendor)
     show_browser(workbench, statuses, vendor)
 
 

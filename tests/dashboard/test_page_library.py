@@ -505,3 +505,83 @@ def test_a_replacement_naming_two_rounds_is_refused_and_writes_nothing(dashboard
     assert message.startswith("The files given to replace name round 6 of vendor 'acme' and "
                               "round 7") and one_sentence(message)
     assert_unchanged(before, store_snapshot(dashboard_workbench))
+
+
+# A whole vendor package ------------------------------------------------------------------------
+
+def package_uploads() -> list[tuple[str, bytes]]:
+    from tests.support.packages import package_files
+
+    return [(name.rsplit("/", 1)[-1], data)
+            for name, data in package_files(scanned=False).items() if not name.startswith(".")]
+
+
+def test_a_package_is_previewed_file_by_file_and_written_only_when_confirmed(
+        dashboard_workbench):
+    at = page("library").run()
+    at.text_input(key="package_vendor").set_value("globex").run()
+    at.file_uploader(key="upload_package").set_value(
+        [(n, d, "application/octet-stream") for n, d in package_uploads()])
+    at.run()
+    assert not at.exception and not at.error
+    preview = table(at, "Becomes")
+    assert dict(zip(preview["File"], preview["Becomes"], strict=True)) == {
+        "Example CAIQ.xlsx": "questionnaire round", "HECVAT Full.xlsx": "questionnaire round",
+        "ISO 27001 Certificate.md": "document",
+        "Statement of Applicability.xlsx": "questionnaire round",
+        "Access Control Policy.pdf": "document"}
+    rounds = preview[preview["Becomes"] == "questionnaire round"]
+    assert list(zip(rounds["File"], rounds["Round"], strict=True)) == [
+        ("Example CAIQ.xlsx", 1), ("HECVAT Full.xlsx", 2),
+        ("Statement of Applicability.xlsx", 3)]
+    assert "globex" not in dashboard_workbench.vendor_ids()  # nothing written yet
+
+    at.button(key="ingest_package").click().run()
+    assert not at.exception and not at.error
+    assert at.success[0].value.startswith("Package ingested: 2 documents")
+    assert "Example CAIQ.xlsx as round 1 (2 responses)" in at.success[0].value
+    globex = status_of(dashboard_workbench)["globex"]
+    assert (globex["documents"], globex["rounds"]) == (2, [1, 2, 3])
+
+
+def test_a_table_of_an_unknown_layout_is_read_by_the_mapping_given_on_the_page(
+        dashboard_workbench):
+    data = (b"Ref,Control question,Response,Notes\n"
+            b"AC-1,Is access reviewed quarterly?,Yes,By the security team.\n")
+    at = page("library").run()
+    at.text_input(key="package_vendor").set_value("globex").run()
+    at.file_uploader(key="upload_package").set_value(
+        [("answers.csv", data, "text/csv"), ("policy.md", POLICY, "text/markdown")])
+    at.run()
+    preview = table(at, "Becomes")
+    assert list(preview["Becomes"]) == ["cannot be read", "document"]
+    assert at.button(key="ingest_package").disabled  # an unreadable file, and no skip asked
+    at.text_input(key="package_map_answers.csv").set_value(
+        "id=Ref,question=Control question,answer=Response+Notes")
+    at.button[[b.label for b in at.button].index(
+        "Read the tables with these columns")].click().run()
+    assert not at.exception
+    preview = table(at, "Becomes")
+    assert list(preview["Becomes"]) == ["questionnaire round", "document"]
+    at.button(key="ingest_package").click().run()
+    assert not at.error
+    [hit] = dashboard_workbench.linked_followups("globex", "Is access reviewed quarterly?")
+    assert (hit.questionnaire_id, hit.answer_text) == ("AC-1", "Yes. By the security team.")
+
+
+def test_a_package_with_an_unreadable_file_is_written_only_when_skipping_is_asked(
+        dashboard_workbench):
+    at = page("library").run()
+    at.text_input(key="package_vendor").set_value("globex").run()
+    at.file_uploader(key="upload_package").set_value(
+        [("policy.md", POLICY, "text/markdown"), ("logo.png", b"\x89PNG", "image/png")])
+    at.run()
+    why = dict(zip(table(at, "Becomes")["File"], table(at, "Becomes")["Why"], strict=True))
+    assert why["logo.png"].startswith("logo.png is not a format the workbench reads")
+    assert "evidence-package-" not in " ".join(why.values())
+    assert at.button(key="ingest_package").disabled
+    at.checkbox(key="package_skip").check().run()
+    at.button(key="ingest_package").click().run()
+    assert at.success[0].value == ("Package ingested: 1 document (1 chunks); 1 skipped "
+                                   "(logo.png).")
+    assert status_of(dashboard_workbench)["globex"]["documents"] == 1

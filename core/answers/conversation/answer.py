@@ -21,7 +21,7 @@ _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 
 def label(evidence: AnswerEvidence) -> str:
     """Where an excerpt came from, as the context's <source> names it."""
-    return source_label(evidence.source, evidence.section, evidence.page)
+    return source_label(evidence.source, evidence.section, evidence.page, evidence.ocr)
 
 
 def excerpt_answer(answer_evidence: Sequence[AnswerEvidence],

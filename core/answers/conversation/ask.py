@@ -266,7 +266,7 @@ class AskPipeline:
 def _evidence(candidate: Candidate, boosts: dict[str, float]) -> AnswerEvidence:
     return AnswerEvidence(
         id=candidate.id, source=candidate.source, page=candidate.page,
-        section=candidate.section, type=candidate.type,
+        section=candidate.section, ocr=candidate.ocr, type=candidate.type,
         text=candidate.text, vector_rank=candidate.vector_rank,
         vector_score=candidate.vector_score, lexical_rank=candidate.lexical_rank,
         lexical_score=candidate.lexical_score, fused_score=candidate.fused_score,

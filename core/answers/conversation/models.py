@@ -37,6 +37,7 @@ class AnswerEvidence(BaseModel):
     source: str
     page: int | None = None
     section: str | None = Field(None, description="the document's heading path at the chunk")
+    ocr: bool = Field(False, description="read by OCR from a PDF page without a text layer")
     type: str
     text: str
     vector_rank: int | None = None

@@ -33,6 +33,7 @@ from core.ingest.documents.files import (
     collect_files,
     prepare_document,
     read_document,
+    refuse_unreadable,
 )
 from core.ingest.documents.text import MAX_HEADING_CHARS, MarkdownText, markdown_headings
 
@@ -41,6 +42,6 @@ __all__ = [
     "MAX_HEADING_CHARS", "SECTION_SEPARATOR", "SUPPORTED_LIST", "SUPPORTED_SUFFIXES", "Chunk",
     "DocumentFile", "DocumentText", "Heading", "MarkdownText", "PreparedDocument",
     "check_document_type", "check_documents", "collect_files", "make_splitter",
-    "markdown_headings", "prepare_document", "read_document", "section_paths",
+    "markdown_headings", "prepare_document", "read_document", "refuse_unreadable", "section_paths",
     "split_document_text",
 ]

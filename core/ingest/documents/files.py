@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from core.ingest.documents.docx import _read_docx
 from core.ingest.documents.html import _read_html
 from core.ingest.documents.pdf import _read_pdf
 from core.ingest.documents.text import _read_text
+from core.reports import SkippedFile
 
 SUPPORTED_SUFFIXES = (".md", ".txt", ".pdf", ".docx", ".html", ".htm")
 SUPPORTED_LIST = ".md, .txt, .pdf, .docx, .html or .htm"
@@ -160,18 +161,36 @@ def _same_file(first: Path, second: Path) -> bool:
 
 
 def check_documents(paths: Iterable[Path], *, doc_type: str, round_number: int | None,
-                    max_bytes: int = MAX_DOCUMENT_BYTES) -> list[DocumentFile]:
+                    max_bytes: int = MAX_DOCUMENT_BYTES,
+                    skip_unreadable: bool = False) -> list[DocumentFile]:
     """Every check of a document ingest that needs neither the store nor the file contents:
-    type, round, the files found and their sizes."""
+    type, round, the files found and their sizes (a file too large is left to the reading
+    when unreadable files are to be skipped)."""
     check_document_type(doc_type, round_number)
     files = collect_files(paths)
-    for doc in files:
+    for doc in [] if skip_unreadable else files:
         try:
             size = doc.path.stat().st_size
         except OSError:
             continue  # reading it reports why, in its own sentence
         refuse_too_large(shown_path(doc.path), size, max_bytes, "a document")
     return files
+
+
+def refuse_unreadable(skipped: Sequence[SkippedFile], skip_unreadable: bool,
+                      total: int) -> None:
+    """Refuse an ingest with files that cannot be read: one names itself as it always has,
+    several are named in one sentence; with `skip_unreadable`, only when none is left."""
+    if not skipped:
+        return
+    reasons = "; ".join(s.reason.removesuffix(".") for s in skipped)
+    if not skip_unreadable:
+        if len(skipped) == 1:
+            raise UserInputError(skipped[0].reason)
+        raise UserInputError(f"{len(skipped)} files cannot be read, so nothing was written: "
+                             f"{reasons}; fix them, or ingest the rest with --skip-unreadable.")
+    if len(skipped) == total:
+        raise UserInputError(f"No file could be read, so nothing was written: {reasons}.")
 
 
 def read_document(path: Path, data: bytes) -> list[DocumentText]:

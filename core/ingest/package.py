@@ -1,0 +1,407 @@
+"""A vendor's package as it arrives (a folder of policies, reports, certificates, filled
+questionnaires and answer files), sorted file by file: each document is read and chunked,
+each questionnaire read as a round of its own, every file checked before anything is
+written. A file that cannot be read refuses the package, naming every such file, unless
+the reviewer asks to skip them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from core.config import MAX_ROUND_NUMBER
+from core.errors import UserInputError, shown_path
+from core.ingest import LoadedRound, read_user_file
+from core.ingest.documents import (
+    SUPPORTED_LIST,
+    SUPPORTED_SUFFIXES,
+    DocumentFile,
+    PreparedDocument,
+    prepare_document,
+)
+from core.ingest.layouts import ColumnMapping
+from core.ingest.questionnaire import parse_payload_bytes, payload_records
+from core.ingest.spreadsheets import (
+    current_timestamp,
+    is_spreadsheet,
+    layout_round,
+    spreadsheet_round,
+)
+from core.ingest.vsaq import MAX_VSAQ_BYTES, definition_for, is_answers, read_vsaq, vsaqon
+from core.ingest.writer import EvidenceWriter
+from core.models import FOLLOWUP_SOURCE_TYPE, PayloadLimits, StoredRecord
+from core.reports import Progress
+from core.store import StoredChunk, Where, check_vendor_id
+
+QUESTIONNAIRE_LIST = ".xlsx, .csv or .json"
+_OFFICE_LOCK = "~$"  # the lock file Office leaves beside a workbook that is open
+
+# What a document is, from its name or its first text: the first kind that matches.
+_KINDS = (
+    ("report", re.compile(r"\bsoc[ _-]?[123]\b|service organi[sz]ation control|penetration "
+                          r"test|\bpen[ _-]?test|\breport\b|bridge letter", re.IGNORECASE)),
+    ("certificate", re.compile(r"certificat|attestation of compliance|\baoc\b",
+                               re.IGNORECASE)),
+    ("policy", re.compile(r"polic(y|ies)|procedure|standard|\bplan\b|handbook|charter|"
+                          r"program(me)?\b|continuity|disaster recovery", re.IGNORECASE)),
+)
+
+
+@dataclass(frozen=True)
+class PackageFile:
+    """One file of the package and what it becomes: a document, a round, or skipped (with
+    `unreadable` set when it could not be read, rather than being nothing to read)."""
+
+    file: str  # its path inside the package, as it is named in every line and sentence
+    became: str  # document | round | skipped
+    reason: str
+    layout: str | None = None  # policy | report | certificate | document, or the questionnaire
+    unreadable: bool = False
+    document: PreparedDocument | None = None
+    round: LoadedRound | None = None
+    replaces_round: bool = False  # the round already holds this file's answers, and only them
+    unchanged: bool = False  # ... and holds them exactly as the file has them now
+    preview: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def round_number(self) -> int | None:
+        return self.round.payload.round_number if self.round else None
+
+
+@dataclass(frozen=True)
+class Package:
+    """A package read and sorted, nothing written yet."""
+
+    vendor_id: str
+    folder: Path
+    files: list[PackageFile]
+
+    @property
+    def unreadable(self) -> list[PackageFile]:
+        return [f for f in self.files if f.unreadable]
+
+    @property
+    def documents(self) -> list[PackageFile]:
+        return [f for f in self.files if f.became == "document"]
+
+    @property
+    def rounds(self) -> list[PackageFile]:
+        return [f for f in self.files if f.became == "round"]
+
+
+def read_package(writer: EvidenceWriter, vendor_id: str, folder: Path, *,
+                 first_round: int | None = None, skip_unreadable: bool = False,
+                 timestamp: str | None = None, columns: dict[str, str] | None = None,
+                 progress: Progress | None = None) -> Package:
+    """Read and sort every file of `folder`, writing nothing. Rounds are numbered from
+    `first_round`, by default from the next round the vendor has not used (a file whose
+    answers alone make up a stored round keeps that round). `columns` maps a file of the
+    package to the column mapping its table is read with (`--columns`'s form)."""
+    check_vendor_id(vendor_id)
+    if first_round is not None and (isinstance(first_round, bool)
+                                    or not 1 <= first_round <= MAX_ROUND_NUMBER):
+        raise UserInputError(f"--round must be a whole number from 1 to {MAX_ROUND_NUMBER}, "
+                             f"not {first_round!r}.")
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise UserInputError(f"{shown_path(folder)} is not a folder; give the folder that "
+                             "holds the vendor's package.")
+    paths = _walk(folder)
+    mappings = {name: ColumnMapping.parse(text) for name, text in (columns or {}).items()}
+    unknown = sorted(set(mappings) - {_relative(folder, p) for p in paths})
+    if unknown:
+        raise UserInputError(f"A column mapping names {unknown[0]}, which is not a file of "
+                             f"the package {shown_path(folder)}.")
+    settings = writer.settings
+    limits = PayloadLimits.from_settings(settings)
+    stamp = current_timestamp() if timestamp is None else timestamp
+    definitions = _vsaq_definitions(paths)
+    files: list[PackageFile] = []
+    for index, path in enumerate(paths, start=1):
+        name = _relative(folder, path)
+        try:
+            files.append(_sort_file(path, name, vendor_id, stamp, limits, settings,
+                                    mappings.get(name), definitions))
+        except UserInputError as exc:
+            files.append(PackageFile(name, "skipped", _about(str(exc), path, name, folder),
+                                     unreadable=True))
+        if progress:
+            progress("reading", index, len(paths))
+    package = Package(vendor_id, folder, _number_rounds(writer, vendor_id, files, first_round))
+    _refuse(package, skip_unreadable)
+    return package
+
+
+def _walk(folder: Path) -> list[Path]:
+    found: list[Path] = []
+
+    def refuse(exc: OSError) -> None:
+        raise UserInputError(
+            f"{shown_path(exc.filename or folder)} cannot be read ({exc.strerror}).")
+
+    for root, dirs, names in os.walk(folder, followlinks=False, onerror=refuse):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found.extend(Path(root) / n for n in sorted(names))
+    return found
+
+
+def _relative(folder: Path, path: Path) -> str:
+    return shown_path(path.relative_to(folder).as_posix())
+
+
+def _about(message: str, path: Path, name: str, folder: Path) -> str:
+    """A reader's sentence about a file, naming it as the package names it."""
+    return message.replace(shown_path(path), name).replace(shown_path(folder) + "/", "")
+
+
+def _sort_file(path: Path, name: str, vendor_id: str, timestamp: str, limits: PayloadLimits,
+               settings: Any, mapping: ColumnMapping | None, definitions: dict[Path, Path]
+               ) -> PackageFile:
+    base = path.name
+    if base.startswith(".") or base.startswith(_OFFICE_LOCK):
+        what = "a hidden file" if base.startswith(".") else "the lock file of an open workbook"
+        return PackageFile(name, "skipped", f"{name} is {what}; nothing in it is evidence.")
+    if path.is_symlink() and path.is_dir():
+        return PackageFile(name, "skipped", f"{name} is a link to a folder, which is not "
+                                            "followed.")
+    if path in definitions:
+        return PackageFile(name, "skipped", f"{name} is the VSAQ questionnaire that "
+                           f"{_relative(path.parent, definitions[path])} answers; its question "
+                           "texts are read with those answers.", layout="vsaq definition")
+    suffix = path.suffix.lower()
+    if mapping is not None and not is_spreadsheet(path):
+        raise UserInputError(f"{name} is not a .csv or .xlsx table; a column mapping applies "
+                             "only to one.")
+    if is_spreadsheet(path):
+        data = read_user_file(path, max_bytes=limits.max_bytes, what="a questionnaire round")
+        read = spreadsheet_round(name, data, vendor_id=vendor_id, round_number=1,
+                                 timestamp=timestamp, limits=limits, columns=mapping)
+        layout = read.layout or "criterion, question, answer table"
+        where = f"sheet {read.sheet}" if read.sheet else "the table"
+        return PackageFile(name, "round", f"a questionnaire ({layout}): "
+                           f"{_count(len(read.payload.responses), 'answer')} from {where}.",
+                           layout=layout, round=LoadedRound(read.payload, name, read.notes),
+                           preview=read.preview())
+    if suffix == ".json":
+        return _json_round(path, name, vendor_id, timestamp, limits)
+    if suffix in SUPPORTED_SUFFIXES:
+        document = prepare_document(DocumentFile(path, name), settings.chunk_size,
+                                    settings.chunk_overlap, max_bytes=settings.max_document_bytes)
+        kind = document_kind(name, document.chunks[0].text if document.chunks else "")
+        return PackageFile(name, "document", _document_reason(document, kind), layout=kind,
+                           document=document,
+                           preview=[{"chunk": i, "page": c.page, "ocr": c.ocr,
+                                     "text": c.text[:300]}
+                                    for i, c in enumerate(document.chunks[:5], start=1)])
+    raise UserInputError(f"{name} is not a format the workbench reads (documents: "
+                         f"{SUPPORTED_LIST}; questionnaires: {QUESTIONNAIRE_LIST}).")
+
+
+def _json_round(path: Path, name: str, vendor_id: str, timestamp: str,
+                limits: PayloadLimits) -> PackageFile:
+    """A VSAQ answers file (a round of the package's numbering), or a bulk payload, which
+    names its own vendor (it must be the package's) and round."""
+    data = read_user_file(path, max_bytes=max(limits.max_bytes, MAX_VSAQ_BYTES),
+                          what="a questionnaire round")
+    try:
+        parsed = json.loads(data.decode("utf-8-sig"))
+    except (ValueError, RecursionError):
+        parsed = None
+    if is_answers(parsed):
+        read = layout_round(name, read_vsaq(path, parsed), vendor_id=vendor_id, round_number=1,
+                            timestamp=timestamp, limits=limits)
+        return PackageFile(name, "round", f"VSAQ answers: "
+                           f"{_count(len(read.payload.responses), 'answer')}.",
+                           layout=read.layout,
+                           round=LoadedRound(read.payload, name, read.notes),
+                           preview=read.preview())
+    payload = parse_payload_bytes(name, data, limits=limits)
+    if payload.vendor_id != vendor_id:
+        raise UserInputError(f"{name} is a round of the vendor '{payload.vendor_id}', not of "
+                             f"'{vendor_id}'; ingest it with that vendor's evidence.")
+    return PackageFile(name, "round", f"a questionnaire round (JSON) that names its own round "
+                       f"{payload.round_number}: {_count(len(payload.responses), 'answer')}.",
+                       layout="bulk payload", round=LoadedRound(payload, name),
+                       preview=[{"row": i, "criterion": r.criterion_question_text,
+                                 "question": r.question_text, "answer": r.answer_text}
+                                for i, r in enumerate(payload.responses, start=1)])
+
+
+def _vsaq_definitions(paths: Sequence[Path]) -> dict[Path, Path]:
+    """The VSAQ questionnaires of the package that an answers file beside them reads."""
+    used: dict[Path, Path] = {}
+    for path in paths:
+        if path.suffix.lower() != ".json" or path.name.startswith("."):
+            continue
+        try:
+            data = vsaqon(read_user_file(path, max_bytes=MAX_VSAQ_BYTES).decode("utf-8-sig"))
+        except (UserInputError, ValueError, RecursionError):
+            continue
+        if is_answers(data):
+            definition = definition_for(path)
+            if definition is not None:
+                used[definition] = path
+    return used
+
+
+def document_kind(name: str, first_text: str) -> str:
+    """policy, report or certificate, from the file's name and then its first text; else
+    document."""
+    for text in (Path(name).stem.replace("_", " "), first_text[:2000]):
+        for kind, pattern in _KINDS:
+            if pattern.search(text):
+                return kind
+    return "document"
+
+
+def _document_reason(document: PreparedDocument, kind: str) -> str:
+    what = {"report": "a report", "certificate": "a certificate", "policy": "a policy document",
+            "document": "a document"}[kind]
+    chunks = _count(len(document.chunks), "chunk")
+    if document.pages is None:
+        return f"{what}: {chunks}."
+    ocr_pages = len({c.page for c in document.chunks if c.ocr})
+    read = f", {ocr_pages} read by OCR" if ocr_pages else ""
+    return f"{what} (PDF, {_count(document.pages, 'page')}{read}): {chunks}."
+
+
+def _count(number: int, thing: str) -> str:
+    return f"{number:,} {thing}{'' if number == 1 else 's'}"
+
+
+_WHEN = ("timestamp", "timestamp_epoch")  # when a round was answered, not what it holds
+
+
+def _answers(records: Sequence[StoredRecord | StoredChunk]) -> dict[str, tuple[str, str]]:
+    """Each answer record as what it holds: its text and its metadata but the time."""
+    return {r.id: (r.text, json.dumps({k: v for k, v in r.metadata.items() if k not in _WHEN},
+                                      sort_keys=True)) for r in records}
+
+
+def _stored_rounds(writer: EvidenceWriter, vendor_id: str
+                   ) -> dict[int, dict[str, tuple[str, str]]]:
+    """The vendor's answers, round by round, as `_answers` gives them."""
+    vendor = writer.existing_vendor(vendor_id)
+    if vendor is None:
+        return {}
+    by_round: dict[int, list[StoredChunk]] = {}
+    for record in vendor.records(Where.eq(source_type=FOLLOWUP_SOURCE_TYPE)):
+        by_round.setdefault(int(record.metadata["round_number"]), []).append(record)
+    return {number: _answers(records) for number, records in by_round.items()}
+
+
+def _origins(answers: dict[str, tuple[str, str]]) -> set[str | None]:
+    """The files a stored round's answers were read from (None for one that names none)."""
+    return {json.loads(meta).get("origin_file") for _, meta in answers.values()}
+
+
+def _number_rounds(writer: EvidenceWriter, vendor_id: str, files: list[PackageFile],
+                   first_round: int | None) -> list[PackageFile]:
+    """Each questionnaire its round: a bulk payload keeps its own; the others are numbered
+    from `first_round` or the next free round, and a file whose answers alone make up a
+    stored round keeps it (the round is replaced by the file as it is now)."""
+    rounds = [f for f in files if f.became == "round" and f.round is not None]
+    if not rounds:
+        return files
+    rounds_held = _stored_rounds(writer, vendor_id)
+    stored = {number: _origins(answers) for number, answers in rounds_held.items()}
+    claimed = {f.round.payload.round_number for f in rounds
+               if f.layout == "bulk payload" and f.round is not None}
+    taken = set(stored) | claimed
+    numbered: dict[str, tuple[int, bool]] = {}
+    next_number = first_round if first_round is not None else max(taken, default=0) + 1
+    for item in rounds:
+        if item.layout == "bulk payload":
+            continue
+        origin = Path(item.file).name
+        own = [n for n, origins in sorted(stored.items()) if origins == {origin}
+               and n not in claimed and n not in {v[0] for v in numbered.values()}]
+        if first_round is None and own:
+            numbered[item.file] = (own[0], True)
+            continue
+        while first_round is None and next_number in taken:
+            next_number += 1
+        number = next_number
+        if number > MAX_ROUND_NUMBER:
+            raise UserInputError(f"{item.file} would be round {number}, past the last round "
+                                 f"number ({MAX_ROUND_NUMBER}).")
+        if number in claimed:
+            raise UserInputError(f"{item.file} would be round {number}, which a JSON round of "
+                                 "the package names as its own; give another --round.")
+        if number in stored and stored[number] != {origin}:
+            others = ", ".join(sorted(str(o) for o in stored[number] if o) or ["another file"])
+            raise UserInputError(f"{item.file} would be round {number} of {vendor_id}, which "
+                                 f"already holds answers from {others}; give another --round "
+                                 "or leave it out for the next free round.")
+        numbered[item.file] = (number, number in stored)
+        taken.add(number)
+        next_number += 1
+    out = []
+    for item in files:
+        if item.file in numbered and item.round is not None:
+            number, replaces = numbered[item.file]
+            payload = item.round.payload.model_copy(update={"round_number": number})
+            unchanged = replaces and _answers(payload_records(payload)) == rounds_held[number]
+            again = (" (the round that already holds this file's answers"
+                     + (", unchanged)" if unchanged else ")") if replaces else "")
+            item = replace(item, round=replace(item.round, payload=payload),
+                           replaces_round=replaces, unchanged=unchanged,
+                           reason=f"{item.reason.removesuffix('.')}; round {number}{again}.")
+        out.append(item)
+    return out
+
+
+def _refuse(package: Package, skip_unreadable: bool) -> None:
+    unreadable = package.unreadable
+    usable = package.documents + package.rounds
+    shown = shown_path(package.folder)
+    if unreadable and not skip_unreadable:
+        listed = "; ".join(f.reason.removesuffix(".") for f in unreadable)
+        count = _count(len(unreadable), "file")
+        raise UserInputError(
+            f"The package {shown} was not ingested, as {count} cannot be read: {listed}; fix "
+            f"{'it' if len(unreadable) == 1 else 'them'}, or ingest the rest with "
+            "--skip-unreadable.")
+    if not usable:
+        raise UserInputError(
+            f"The package {shown} holds no file the workbench reads (documents: "
+            f"{SUPPORTED_LIST}; questionnaires: {QUESTIONNAIRE_LIST})"
+            + ("; every file was skipped." if package.files else "; it is empty."))
+
+
+def ingest_package(writer: EvidenceWriter, package: Package,
+                   progress: Progress | None = None) -> list[dict[str, Any]]:
+    """Write a package read by `read_package`: its documents (each complete or not at all),
+    then each round (all of its answers or none). One line per file, in the package's order."""
+    outcomes: dict[str, dict[str, Any]] = {}
+    documents = package.documents
+    if documents:
+        report = writer.prepared_documents(
+            package.vendor_id, [f.document for f in documents if f.document is not None],
+            progress=progress)
+        for item, outcome in zip(documents, report.documents, strict=True):
+            outcomes[item.file] = {"chunks": outcome.chunks, "status": outcome.status}
+    for item in package.rounds:
+        assert item.round is not None
+        if item.unchanged:  # nothing to write: the round holds exactly these answers
+            outcomes[item.file] = {"indexed_count": len(item.round.payload.responses),
+                                   "status": "unchanged"}
+            continue
+        [line] = writer.rounds([item.round.payload], replace=item.replaces_round,
+                               progress=progress)
+        outcomes[item.file] = {"indexed_count": line.indexed_count,
+                               "status": "replaced" if item.replaces_round else "added",
+                               **({"removed_count": line.removed_count}
+                                  if line.removed_count else {})}
+    return [package_line(item, outcomes.get(item.file, {})) for item in package.files]
+
+
+def package_line(item: PackageFile, outcome: dict[str, Any]) -> dict[str, Any]:
+    """The JSON line of one file (CONTRACT.md's `ingest package` line)."""
+    return {"file": item.file, "became": item.became, "layout": item.layout,
+            "round_number": item.round_number, **outcome, "reason": item.reason}
