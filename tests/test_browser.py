@@ -124,19 +124,37 @@ def _wait_until_idle(page) -> None:
         "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=WAIT_MS)
 
 
-def _wait_until_drawn(page) -> None:
+# What of the page is not drawn yet, in words ("" once every table shows its rows, every
+# chart is drawn and no placeholder is left).
+_NOT_DRAWN = """() => {
+    const main = document.querySelector('[data-testid="stMain"]');
+    const grids = [...main.querySelectorAll('[data-testid="stDataFrame"]')];
+    const charts = [...main.querySelectorAll('[data-testid="stPlotlyChart"]')];
+    const missing = [];
+    if (!grids.length) missing.push('no table');
+    if (!charts.length) missing.push('no chart');
+    const empty = grids.filter(g => !g.querySelector('[role="gridcell"]')).length;
+    if (empty) missing.push(empty + ' table(s) without rows');
+    const blank = charts.filter(c => !c.querySelector('.main-svg')).length;
+    if (blank) missing.push(blank + ' chart(s) not drawn');
+    const skeletons = main.querySelectorAll('[data-testid="stSkeleton"]').length;
+    if (skeletons) missing.push(skeletons + ' placeholder(s)');
+    return missing.join(', ');
+}"""
+
+
+def _wait_until_drawn(page, name: str = "not_drawn") -> None:
     """Until every table of the page shows its rows and every chart is drawn: the browser
-    loads the table and chart code on first use, and shows grey placeholders meanwhile."""
-    page.wait_for_function(
-        """() => {
-            const main = document.querySelector('[data-testid="stMain"]');
-            const grids = [...main.querySelectorAll('[data-testid="stDataFrame"]')];
-            const charts = [...main.querySelectorAll('[data-testid="stPlotlyChart"]')];
-            return grids.length > 0 && charts.length > 0
-                && grids.every(g => g.querySelector('[role="gridcell"]'))
-                && charts.every(c => c.querySelector('.main-svg'))
-                && !main.querySelector('[data-testid="stSkeleton"]');
-        }""", timeout=WAIT_MS)
+    loads the table and chart code on first use, and shows grey placeholders meanwhile. A
+    page still not drawn when the wait ends is kept as a screenshot, and the failure says
+    what was missing."""
+    try:
+        page.wait_for_function(f"() => ({_NOT_DRAWN})() === ''", timeout=WAIT_MS)
+    except PlaywrightTimeout:
+        missing = page.evaluate(_NOT_DRAWN)
+        _shot(page, name)
+        raise AssertionError(f"the page was not drawn after {WAIT_MS // 1000} s: {missing} "
+                             f"(screenshot tests/artifacts/{name}.png)") from None
 
 
 def _type_criterion(page, criterion: str) -> None:
