@@ -316,15 +316,30 @@ def lexical_base(tmp_path_factory, template, inputs) -> Path:
 
 
 def hybrid_view(bench: Workbench, queries: tuple[str, ...] = HYBRID_QUERIES) -> list[tuple]:
-    """What the lexical side of hybrid retrieval gives for each query: every chunk the
-    lexical list ranked, in its order, and the linked follow-ups. The vector side is left
-    out: a store reopened after a SIGKILL may rank near-ties of the approximate vector index
-    in another order than a store that never saw one, which says nothing of the index."""
+    """What the lexical side of hybrid retrieval gives for each query: the lexical list hybrid
+    retrieval fuses (the index read after the retrieval synced it), in its order, and the
+    linked follow-ups. The vector side is left out, and so is the fused list, which a vector
+    near-tie can change: a store reopened after a SIGKILL may rank near-ties of the
+    approximate vector index in another order than a store that never saw one, which says
+    nothing of the index."""
+    import numpy as np
+
+    from core.retrieval.lexical import LexicalIndex
+    from core.retrieval.source import Query
+    from core.store import committed_versions
+
     views = []
     for query in queries:
         trace = bench.retrieve(VENDOR, query, "hybrid")
-        lexical = sorted((c.lexical_rank, c.id) for c in trace.first_stage
-                         if c.lexical_rank is not None)
+        vendor = bench.store.open_vendor(VENDOR)
+        index = LexicalIndex.for_vendor(bench.settings, vendor,
+                                        committed_versions(vendor.documents()))
+        hits = index.nearest(Query(text=query, criterion_hash=criterion_hash(query),
+                                   embedding=np.zeros(0, dtype=np.float32)),
+                             bench.settings.lexical_first_stage_n)
+        lexical = list(enumerate((h.chunk.id for h in hits if h.committed), start=1))
+        fused = {(c.lexical_rank, c.id) for c in trace.first_stage if c.lexical_rank}
+        assert fused <= set(lexical)  # what the fused list holds of it, as ranked there
         views.append((lexical, [h.id for h in trace.followups]))
     return views
 
