@@ -7,7 +7,6 @@ the reviewer asks to skip them."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -23,16 +22,17 @@ from core.ingest.documents import (
     DocumentFile,
     PreparedDocument,
     prepare_document,
+    walk_folder,
 )
 from core.ingest.layouts import ColumnMapping
-from core.ingest.questionnaire import parse_payload_bytes, payload_records
+from core.ingest.questionnaire import load_payload_file, payload_records
 from core.ingest.spreadsheets import (
     current_timestamp,
     is_spreadsheet,
     layout_round,
     spreadsheet_round,
 )
-from core.ingest.vsaq import MAX_VSAQ_BYTES, definition_for, is_answers, read_vsaq, vsaqon
+from core.ingest.vsaq import definition_for, read_answers, read_vsaq
 from core.ingest.writer import EvidenceWriter
 from core.models import FOLLOWUP_SOURCE_TYPE, PayloadLimits, StoredRecord
 from core.reports import Progress
@@ -111,7 +111,7 @@ def read_package(writer: EvidenceWriter, vendor_id: str, folder: Path, *,
     if not folder.is_dir():
         raise UserInputError(f"{shown_path(folder)} is not a folder; give the folder that "
                              "holds the vendor's package.")
-    paths = _walk(folder)
+    paths = walk_folder(folder, hidden_folders=False)
     mappings = {name: ColumnMapping.parse(text) for name, text in (columns or {}).items()}
     unknown = sorted(set(mappings) - {_relative(folder, p) for p in paths})
     if unknown:
@@ -120,13 +120,17 @@ def read_package(writer: EvidenceWriter, vendor_id: str, folder: Path, *,
     settings = writer.settings
     limits = PayloadLimits.from_settings(settings)
     stamp = current_timestamp() if timestamp is None else timestamp
-    definitions = _vsaq_definitions(paths)
+    answers = {path: found for path in paths
+               if path.suffix.lower() == ".json" and not path.name.startswith(".")
+               for found in [read_answers(path)] if found is not None}
+    definitions = {definition: path for path in answers
+                   for definition in [definition_for(path)] if definition is not None}
     files: list[PackageFile] = []
     for index, path in enumerate(paths, start=1):
         name = _relative(folder, path)
         try:
             files.append(_sort_file(path, name, vendor_id, stamp, limits, settings,
-                                    mappings.get(name), definitions))
+                                    mappings.get(name), definitions, answers.get(path)))
         except UserInputError as exc:
             files.append(PackageFile(name, "skipped", _about(str(exc), path, name, folder),
                                      unreadable=True))
@@ -135,19 +139,6 @@ def read_package(writer: EvidenceWriter, vendor_id: str, folder: Path, *,
     package = Package(vendor_id, folder, _number_rounds(writer, vendor_id, files, first_round))
     _refuse(package, skip_unreadable)
     return package
-
-
-def _walk(folder: Path) -> list[Path]:
-    found: list[Path] = []
-
-    def refuse(exc: OSError) -> None:
-        raise UserInputError(
-            f"{shown_path(exc.filename or folder)} cannot be read ({exc.strerror}).")
-
-    for root, dirs, names in os.walk(folder, followlinks=False, onerror=refuse):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found.extend(Path(root) / n for n in sorted(names))
-    return found
 
 
 def _relative(folder: Path, path: Path) -> str:
@@ -160,15 +151,14 @@ def _about(message: str, path: Path, name: str, folder: Path) -> str:
 
 
 def _sort_file(path: Path, name: str, vendor_id: str, timestamp: str, limits: PayloadLimits,
-               settings: Any, mapping: ColumnMapping | None, definitions: dict[Path, Path]
-               ) -> PackageFile:
+               settings: Any, mapping: ColumnMapping | None, definitions: dict[Path, Path],
+               answers: dict[str, str] | None) -> PackageFile:
+    """What one file becomes; `definitions` are the VSAQ questionnaires that answers files
+    of the package read, `answers` this file's VSAQ answers if it is such a file."""
     base = path.name
     if base.startswith(".") or base.startswith(_OFFICE_LOCK):
         what = "a hidden file" if base.startswith(".") else "the lock file of an open workbook"
         return PackageFile(name, "skipped", f"{name} is {what}; nothing in it is evidence.")
-    if path.is_symlink() and path.is_dir():
-        return PackageFile(name, "skipped", f"{name} is a link to a folder, which is not "
-                                            "followed.")
     if path in definitions:
         return PackageFile(name, "skipped", f"{name} is the VSAQ questionnaire that "
                            f"{_relative(path.parent, definitions[path])} answers; its question "
@@ -188,7 +178,7 @@ def _sort_file(path: Path, name: str, vendor_id: str, timestamp: str, limits: Pa
                            layout=layout, round=LoadedRound(read.payload, name, read.notes),
                            preview=read.preview())
     if suffix == ".json":
-        return _json_round(path, name, vendor_id, timestamp, limits)
+        return _json_round(path, name, vendor_id, timestamp, limits, answers)
     if suffix in SUPPORTED_SUFFIXES:
         document = prepare_document(DocumentFile(path, name), settings.chunk_size,
                                     settings.chunk_overlap, max_bytes=settings.max_document_bytes)
@@ -203,24 +193,18 @@ def _sort_file(path: Path, name: str, vendor_id: str, timestamp: str, limits: Pa
 
 
 def _json_round(path: Path, name: str, vendor_id: str, timestamp: str,
-                limits: PayloadLimits) -> PackageFile:
+                limits: PayloadLimits, answers: dict[str, str] | None) -> PackageFile:
     """A VSAQ answers file (a round of the package's numbering), or a bulk payload, which
     names its own vendor (it must be the package's) and round."""
-    data = read_user_file(path, max_bytes=max(limits.max_bytes, MAX_VSAQ_BYTES),
-                          what="a questionnaire round")
-    try:
-        parsed = json.loads(data.decode("utf-8-sig"))
-    except (ValueError, RecursionError):
-        parsed = None
-    if is_answers(parsed):
-        read = layout_round(name, read_vsaq(path, parsed), vendor_id=vendor_id, round_number=1,
-                            timestamp=timestamp, limits=limits)
+    if answers is not None:
+        read = layout_round(name, read_vsaq(path, answers), vendor_id=vendor_id,
+                            round_number=1, timestamp=timestamp, limits=limits)
         return PackageFile(name, "round", f"VSAQ answers: "
                            f"{_count(len(read.payload.responses), 'answer')}.",
                            layout=read.layout,
                            round=LoadedRound(read.payload, name, read.notes),
                            preview=read.preview())
-    payload = parse_payload_bytes(name, data, limits=limits)
+    payload = load_payload_file(path, limits=limits)
     if payload.vendor_id != vendor_id:
         raise UserInputError(f"{name} is a round of the vendor '{payload.vendor_id}', not of "
                              f"'{vendor_id}'; ingest it with that vendor's evidence.")
@@ -230,23 +214,6 @@ def _json_round(path: Path, name: str, vendor_id: str, timestamp: str,
                        preview=[{"row": i, "criterion": r.criterion_question_text,
                                  "question": r.question_text, "answer": r.answer_text}
                                 for i, r in enumerate(payload.responses, start=1)])
-
-
-def _vsaq_definitions(paths: Sequence[Path]) -> dict[Path, Path]:
-    """The VSAQ questionnaires of the package that an answers file beside them reads."""
-    used: dict[Path, Path] = {}
-    for path in paths:
-        if path.suffix.lower() != ".json" or path.name.startswith("."):
-            continue
-        try:
-            data = vsaqon(read_user_file(path, max_bytes=MAX_VSAQ_BYTES).decode("utf-8-sig"))
-        except (UserInputError, ValueError, RecursionError):
-            continue
-        if is_answers(data):
-            definition = definition_for(path)
-            if definition is not None:
-                used[definition] = path
-    return used
 
 
 def document_kind(name: str, first_text: str) -> str:

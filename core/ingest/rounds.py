@@ -3,16 +3,15 @@ and .xlsx spreadsheets under the vendor, round and time given for them."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
 from core.errors import UserInputError, shown_path
-from core.ingest import LoadedRound, read_user_file
+from core.ingest import LoadedRound
 from core.ingest.layouts import ColumnMapping
 from core.ingest.questionnaire import load_payload_file
 from core.ingest.spreadsheets import is_spreadsheet, layout_round, load_spreadsheet_round
-from core.ingest.vsaq import MAX_VSAQ_BYTES, is_answers, read_vsaq
+from core.ingest.vsaq import read_answers, read_vsaq
 from core.models import PayloadLimits, QuestionnairePayload
 
 
@@ -29,7 +28,7 @@ def load_rounds(files: Iterable[Path | str], limits: PayloadLimits, *,
     mapping apply to spreadsheets, and are refused for JSON rounds, which name their own."""
     files = [Path(f) for f in files]
     vsaq = {f: answers for f in files if not is_spreadsheet(f)
-            for answers in [_vsaq_answers(f)] if answers is not None}
+            for answers in [read_answers(f)] if answers is not None}
     sheets = [f for f in files if is_spreadsheet(f) or f in vsaq]
     mapping = ColumnMapping.parse(columns) if columns is not None else None
     given = [option for option, value in (("--vendor", vendor_id), ("--round", round_number),
@@ -59,13 +58,3 @@ def load_rounds(files: Iterable[Path | str], limits: PayloadLimits, *,
         else:
             rounds.append(LoadedRound(load_payload_file(file, limits=limits), shown_path(file)))
     return rounds
-
-
-def _vsaq_answers(path: Path) -> dict[str, str] | None:
-    """A VSAQ answers file's answers (a flat object of strings, what VSAQ saves), or None
-    for anything else, which is read as a JSON round and refused as one if it is not."""
-    try:
-        data = json.loads(read_user_file(path, max_bytes=MAX_VSAQ_BYTES).decode("utf-8-sig"))
-    except (UserInputError, ValueError, RecursionError):  # read as a JSON round, refused so
-        return None
-    return data if is_answers(data) else None

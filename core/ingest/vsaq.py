@@ -71,6 +71,16 @@ def _questions(items: list[Any], found: dict[str, _Question]) -> None:
             found[identifier] = _Question(identifier, text or identifier)
 
 
+def read_answers(path: Path) -> dict[str, str] | None:
+    """A VSAQ answers file's answers (a flat object of strings, what VSAQ saves), or None
+    for anything else, which is read as a JSON round and refused as one if it is not."""
+    try:
+        data = json.loads(read_user_file(path, max_bytes=MAX_VSAQ_BYTES).decode("utf-8-sig"))
+    except (UserInputError, ValueError, RecursionError):  # read as a JSON round, refused so
+        return None
+    return data if is_answers(data) else None
+
+
 def definition_for(answers_path: Path) -> Path | None:
     """The questionnaire beside an answers file: named after it, or the only one there."""
     folder = answers_path.parent

@@ -34,6 +34,7 @@ from core.ingest.documents.files import (
     prepare_document,
     read_document,
     refuse_unreadable,
+    walk_folder,
 )
 from core.ingest.documents.text import MAX_HEADING_CHARS, MarkdownText, markdown_headings
 
@@ -43,5 +44,5 @@ __all__ = [
     "DocumentFile", "DocumentText", "Heading", "MarkdownText", "PreparedDocument",
     "check_document_type", "check_documents", "collect_files", "make_splitter",
     "markdown_headings", "prepare_document", "read_document", "refuse_unreadable", "section_paths",
-    "split_document_text",
+    "split_document_text", "walk_folder",
 ]

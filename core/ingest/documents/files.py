@@ -110,24 +110,29 @@ def _check_given_path(path: Path) -> None:
         raise UserInputError(unreadable_reason(path, exc)) from None
 
 
-def _walk(folder: Path) -> list[DocumentFile]:
+def walk_folder(folder: Path, *, hidden_folders: bool = True) -> list[Path]:
+    """Every file under `folder`, folder by folder in name order. Links to folders are not
+    followed (one that leads back into the walk is refused), nor are hidden folders unless
+    `hidden_folders`; a folder the walk cannot read is refused."""
     def refuse(exc: OSError) -> None:
         raise UserInputError(
             f"{shown_path(exc.filename or folder)} cannot be read ({exc.strerror}).")
 
     found = []
     for root, dirs, files in os.walk(folder, followlinks=False, onerror=refuse):
-        dirs.sort()
+        dirs[:] = sorted(d for d in dirs if hidden_folders or not d.startswith("."))
         for name in dirs:
             linked = Path(root) / name
             if linked.is_symlink():
                 _refuse_folder_loop(linked, Path(root))
-        for name in sorted(files):
-            file = Path(root) / name
-            if file.suffix.lower() in SUPPORTED_SUFFIXES and not name.startswith("."):
-                found.append(DocumentFile(file, _source_name(file,
-                                                             file.relative_to(folder).as_posix())))
+        found.extend(Path(root) / name for name in sorted(files))
     return found
+
+
+def _walk(folder: Path) -> list[DocumentFile]:
+    return [DocumentFile(file, _source_name(file, file.relative_to(folder).as_posix()))
+            for file in walk_folder(folder)
+            if file.suffix.lower() in SUPPORTED_SUFFIXES and not file.name.startswith(".")]
 
 
 def _refuse_folder_loop(link: Path, parent: Path) -> None:
