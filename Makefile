@@ -54,7 +54,7 @@ test: install system-packages ocr-packages
 
 # The inner loop: no real embedding model, no server, no browser.
 test-fast: install
-	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not model and not server and not browser"
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not model and not server and not browser and not scale"
 
 lint: install
 	$(BIN)/ruff check core dashboard tests

@@ -67,6 +67,12 @@ class Settings(BaseSettings):
     chroma_ssl: bool = False
     chroma_ca_bundle: Path | None = None
     chroma_token: SecretStr | None = None
+    # An embedded store keeps at most this many vector indexes loaded (an LRU: one per vendor
+    # collection read, about 2.6 MB each for a small vendor, more for a large one); a process
+    # that reads every vendor of a large programme stays bounded by it. ChromaDB's own bound
+    # is its file handles / 5. It holds per process (the first embedded store opened sets it);
+    # a server is bounded by the server's own configuration.
+    store_open_indexes: int = Field(256, ge=8, le=1_000_000)
 
     # Models. Downloads are off: a model that is not on disk is reported, never fetched.
     embedding_model: str = "all-MiniLM-L6-v2"

@@ -2,32 +2,22 @@
 
 from __future__ import annotations
 
-import re
-import zlib
 from collections.abc import Sequence
 
 import numpy as np
 
-from core.encoders.embedding import Embedder
+from core.bench.words import STOPWORDS, HashedWordsEmbedder, words
 from core.encoders.rerank import Reranker
 
-_WORD = re.compile(r"[a-z0-9]+")
-STOPWORDS = frozenset(
-    "a an and are as at be by do does for from has have in is it of on or our the this to "
-    "we with you your".split()
-)
+__all__ = ["STOPWORDS", "FakeEmbedder", "FakeReranker", "words"]
 
 
-def words(text: str) -> list[str]:
-    return [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
-
-
-class FakeEmbedder(Embedder):
-    """Bag of words hashed into 256 dimensions: texts sharing words are close."""
+class FakeEmbedder(HashedWordsEmbedder):
+    """Bag of words hashed into 256 dimensions: texts sharing words are close; counts its
+    calls, and fails after `fail_after_calls` of them when given."""
 
     def __init__(self, dimension: int = 256, *, fail_after_calls: int | None = None) -> None:
-        self.name = "fake-bag-of-words"
-        self.dimension = dimension
+        super().__init__(dimension)
         self.calls = 0
         self.fail_after_calls = fail_after_calls
 
@@ -35,12 +25,7 @@ class FakeEmbedder(Embedder):
         self.calls += 1
         if self.fail_after_calls is not None and self.calls > self.fail_after_calls:
             raise RuntimeError("fake embedder failure")
-        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for row, text in enumerate(texts):
-            vectors[row, 0] = 0.05  # never a zero vector
-            for word in words(text):
-                vectors[row, 1 + zlib.crc32(word.encode()) % (self.dimension - 1)] += 1.0
-        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        return super().embed(texts)
 
 
 class FakeReranker(Reranker):

@@ -47,6 +47,7 @@ from core.store import (
     record_fingerprint,
     writes,
 )
+from core.store.registry import REGISTRY_COLLECTION
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
 from tests.support import payloads, warm
@@ -209,6 +210,12 @@ def replace_writes(round_number: int, links: int, responses: int, withdrawn: int
 NEW_VENDOR = ["create chunks collection", "create manifest collection"]
 
 
+def registered(vendor_id: str, *writes: str) -> tuple[str, ...]:
+    """An ingest's writes as the store makes them: the vendor marked pending in the store's
+    register of vendors before the first, its counts recorded there after the last."""
+    return (f"register {vendor_id} pending", *writes, f"register {vendor_id}")
+
+
 @dataclass(frozen=True)
 class Scenario:
     """One ingest, run the way the CLI runs it, and the write points it makes, in order."""
@@ -222,21 +229,23 @@ class Scenario:
 
 SCENARIOS = {s.name: s for s in (
     # replaces policy.md, adds access.md, finds badges.txt unchanged (and tidies it up)
-    Scenario("docs", "docs", "acme", ("docs_v2",), (
+    Scenario("docs", "docs", "acme", ("docs_v2",), registered(
+        "acme",
         *document_writes(("access.md", ACCESS_SECTIONS), ("policy.md", POLICY_SECTIONS)),
         "delete chunks badges.txt",
     )),
-    Scenario("docs_new_vendor", "docs", "northwind", ("docs_v2/access.md",), (
-        *NEW_VENDOR, *document_writes(("access.md", ACCESS_SECTIONS)),
+    Scenario("docs_new_vendor", "docs", "northwind", ("docs_v2/access.md",), registered(
+        "northwind", *NEW_VENDOR, *document_writes(("access.md", ACCESS_SECTIONS)),
     )),
     # round 2 sent again with changed answers and one more response, then a new round 3
     Scenario("rounds", "rounds", "acme",
              ("rounds/acme_round_2_resent.json", "rounds/acme_round_3.json"),
-             (*round_writes(2, 7), *round_writes(3, 5))),
+             registered("acme", *round_writes(2, 7)) + registered("acme", *round_writes(3, 5))),
     Scenario("round_new_vendor", "rounds", "northwind", ("rounds/northwind_round_1.json",),
-             (*NEW_VENDOR, *round_writes(1, 6))),
+             registered("northwind", *NEW_VENDOR, *round_writes(1, 6))),
     # what the killed `evidence ingest docs` runs: "docs" with eight more new documents
-    Scenario("docs_cli", "docs", "acme", ("docs_cli",), (
+    Scenario("docs_cli", "docs", "acme", ("docs_cli",), registered(
+        "acme",
         *document_writes(("access.md", ACCESS_SECTIONS),
                          *((f"extra_{n}.md", EXTRA_SECTIONS) for n in range(8)),
                          ("policy.md", POLICY_SECTIONS)),
@@ -244,15 +253,15 @@ SCENARIOS = {s.name: s for s in (
     )),
     # policy.md replaced by a much longer version, closer to KEY_CRITERION
     Scenario("docs_big", "docs", "acme", ("docs_big",),
-             tuple(document_writes(("policy.md", 120)))),
+             registered("acme", *document_writes(("policy.md", 120)))),
     # round 2 replaced by two files: 1 response kept as it is (not written again), 1
     # changed, 1 added, 4 withdrawn
     Scenario("round_replace", "replace", "acme",
              ("rounds/acme_round_2_replaced_1.json", "rounds/acme_round_2_replaced_2.json"),
-             tuple(replace_writes(2, links=2, responses=2, withdrawn=4))),
+             registered("acme", *replace_writes(2, links=2, responses=2, withdrawn=4))),
     # round 2 replaced by 2 of its responses, unchanged: only the 4 others withdrawn
     Scenario("round_withdraw", "replace", "acme", ("rounds/acme_round_2_withdrawn.json",),
-             tuple(replace_writes(2, links=0, responses=0, withdrawn=4))),
+             registered("acme", *replace_writes(2, links=0, responses=0, withdrawn=4))),
 )}
 SOURCES = ("policy.md", "access.md", "badges.txt", *(f"extra_{n}.md" for n in range(8)))
 DOC_NAMES = {document_key(source, "tc_files", None): source for source in SOURCES}
@@ -357,6 +366,8 @@ class WriteFaults:
 def _upsert_label(collection: Any, *, ids: list[str], metadatas: list[dict],
                   documents: list[str], **_: Any) -> str:
     first = metadatas[0]
+    if collection.name == REGISTRY_COLLECTION:
+        return f"register {'+'.join(ids)}" + (" pending" if first.get("pending") else "")
     if collection.name.endswith("__manifest"):
         if first.get(KIND_KEY) == LINK_KIND:  # the links, then the generation record
             return f"upsert manifest links round {first['round_number']} ({len(ids) - 1})"
@@ -693,7 +704,7 @@ def test_embedder_failing_after_the_first_step_leaves_old_or_complete(store, inp
     scenario = SCENARIOS["docs"]
     embedder, faults = ingest_with_failing_embedder(store, scenario, inputs, fail_after_calls=3)
     assert embedder.calls == 4
-    assert faults.writes == list(scenario.writes[:1])
+    assert faults.writes == list(scenario.writes[:2])
     now = assert_interrupted_state(store, before, references("docs").view)
     assert now.documents["acme"] == before.documents["acme"]
     assert len(now.uncommitted["acme"]) == BATCH
@@ -710,7 +721,7 @@ def test_embedder_failing_halfway_through_a_round(store, inputs, references, bef
     after = references("rounds").view
     _, faults = ingest_with_failing_embedder(store, SCENARIOS["rounds"], inputs,
                                              fail_after_calls=fail_after_calls, batch_size=1)
-    assert faults.writes == list(SCENARIOS["rounds"].writes[:2 * rounds_written])
+    assert faults.writes == list(SCENARIOS["rounds"].writes[:4 * rounds_written])
     now = assert_interrupted_state(store, before, after)
     assert now.rounds["acme"][2] == (after if rounds_written else before).rounds["acme"][2]
     assert now.rounds["acme"].get(3) is None
@@ -947,13 +958,14 @@ def assert_round_2_shown_whole(bench: Workbench, name: str, committed: bool) -> 
 
 
 def replace_committed(number: int, when: str) -> bool:
-    """Whether the replacement's commit (write 2, its responses and markers) has landed."""
-    return number > 2 or (number == 2 and when == "after")
+    """Whether the replacement's commit (write 3, its responses and markers, after the vendor
+    marked pending and the links) has landed."""
+    return number > 3 or (number == 3 and when == "after")
 
 
 def removed_when_run_again(number: int, when: str) -> int:
     """The withdrawn answers still stored (visible, or markers) once the fault hit."""
-    return 4 if number < 3 or (number == 3 and when == "before") else 0
+    return 4 if number < 4 or (number == 4 and when == "before") else 0
 
 
 @pytest.mark.parametrize(("name", "number", "when"), cases(("round_replace", "round_withdraw")))
@@ -1020,9 +1032,9 @@ def test_evidence_ingest_killed_while_ingesting_then_run_again(store, tmp_path, 
                                                                references, before, driver):
     """The CLI's own code path (`evidence ingest docs`, the fake embedder in place of the
     real model), killed by another process at whatever moment it has reached once it has
-    announced its 12th write of 35; then the same command again; `evidence status` from the
+    announced its 12th write of 37; then the same command again; `evidence status` from the
     installed console script."""
-    assert len(SCENARIOS["docs_cli"].writes) == 35
+    assert len(SCENARIOS["docs_cli"].writes) == 37
     after = references("docs_cli").view
     argv = ["ingest", "docs", "--vendor", "acme", str(inputs / "docs_cli")]
     spec = {"mode": "cli", "store": str(store), "argv": argv, "announce": True}
@@ -1030,7 +1042,7 @@ def test_evidence_ingest_killed_while_ingesting_then_run_again(store, tmp_path, 
                              env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     announced = 0
-    for line in child.stderr:  # bounded by the child's output: 35 writes at most
+    for line in child.stderr:  # bounded by the child's output: 37 writes at most
         announced += line.startswith("write ")
         if announced == 12:
             child.send_signal(signal.SIGKILL)

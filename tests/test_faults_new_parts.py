@@ -711,7 +711,8 @@ def test_check_deletes_a_replaced_version_that_lingers(store, inputs, references
     code, repaired = check_line(command)
     assert code == 0 and repaired["ok"]
     assert repaired["repaired"] == {"lexical": "synced", "leftover_chunks_deleted": 60,
-                                    "markers_deleted": 0, "tombstones_deleted": 0}
+                                    "markers_deleted": 0, "tombstones_deleted": 0,
+                                    "written_again": 0}
     code, again = check_line(command)
     assert code == 0 and again["lexical"]["lingering"] == 0 and again["lexical"]["settled"]
     now = observe(store)
@@ -736,7 +737,8 @@ def test_check_finishes_a_committed_replacement(store, inputs, references, comma
     code, repaired = check_line(command)
     assert code == 0 and repaired["ok"]
     assert repaired["repaired"] == {"lexical": "synced", "leftover_chunks_deleted": 0,
-                                    "markers_deleted": 4, "tombstones_deleted": 4}
+                                    "markers_deleted": 4, "tombstones_deleted": 4,
+                                    "written_again": 0}
     assert_complete(observe(store), references("round_replace").view)
     code, again = check_line(command)
     assert code == 0 and again["lexical"]["settled"] and again["lexical"]["behind"] == 0

@@ -47,6 +47,7 @@ from core.config import (
 from core.errors import UserInputError
 from core.ingest.questionnaire import parse_payload_bytes
 from core.ingest.uploads import ingest_uploaded_questionnaires
+from core.store.registry import REGISTRY_COLLECTION
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
@@ -282,11 +283,20 @@ def vendor_records(workbench: Workbench, vendor_id: str) -> dict[str, tuple]:
 
 def other_collections(workbench: Workbench, vendor_id: str) -> dict[str, Any]:
     """Every collection but the vendor's chunks and manifest, record by record (see
-    snapshot.py)."""
+    snapshot.py); of the store's register of vendors, every other vendor's record."""
     if not workbench.store.exists():
         return {}
-    return collections_snapshot(workbench.store.client, skip={
-        f"vendor__{vendor_id}__chunks", f"vendor__{vendor_id}__manifest"})
+    client = workbench.store.client
+    found = collections_snapshot(client, skip={
+        f"vendor__{vendor_id}__chunks", f"vendor__{vendor_id}__manifest", REGISTRY_COLLECTION})
+    if REGISTRY_COLLECTION in {c.name for c in client.list_collections()}:
+        register = client.get_collection(REGISTRY_COLLECTION).get(include=["metadatas"])
+        others = sorted((record_id, sorted(metadata.items())) for record_id, metadata
+                        in zip(register["ids"], register["metadatas"], strict=True)
+                        if record_id != vendor_id)
+        if others:
+            found["other vendors in the register"] = others
+    return found
 
 
 def vendor_manifest(workbench: Workbench, vendor_id: str) -> tuple[dict, dict]:

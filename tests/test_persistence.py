@@ -15,6 +15,7 @@ import pytest
 from core.config import Settings
 from core.errors import StoreError
 from core.store import SCHEMA_VERSION, chunks_collection_name, manifest_collection_name
+from core.store.registry import REGISTRY_COLLECTION
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION, SAMPLE_DATA
 from tests.fakes import FakeEmbedder, FakeReranker
@@ -141,6 +142,16 @@ def set_chunks_metadata(store: Path, **changes: object) -> None:
     collection = client.get_collection(chunks_collection_name("acme"))
     metadata = {**collection.metadata, **changes}
     collection.modify(metadata={k: v for k, v in metadata.items() if v is not None})
+    if "schema_version" in changes:  # as that version records it in the register of vendors
+        set_registered_schema(client, changes["schema_version"])
+
+
+def set_registered_schema(client, version: object) -> None:
+    register = client.get_collection(REGISTRY_COLLECTION)
+    entry = register.get(ids=["acme"], include=["metadatas"])["metadatas"][0]
+    entry = {k: v for k, v in {**entry, "schema_version": version}.items() if v is not None}
+    register.delete(ids=["acme"])  # an upsert would keep a key the entry no longer has
+    register.add(ids=["acme"], metadatas=[entry], embeddings=[[1.0]], documents=["vendor acme"])
 
 
 def snapshot(store: Path) -> dict:
@@ -233,6 +244,7 @@ def test_a_manifest_of_another_schema_version_is_refused(written_store):
                                        settings=ChromaSettings(anonymized_telemetry=False))
     manifest = client.get_collection(manifest_collection_name("acme"))
     manifest.modify(metadata={**manifest.metadata, "schema_version": SCHEMA_VERSION + 1})
+    set_registered_schema(client, SCHEMA_VERSION + 1)
     bench = Workbench(Settings(store=written_store), embedder=real_model_name_fake(),
                       reranker=FakeReranker())
     with pytest.raises(StoreError, match="schema version"):

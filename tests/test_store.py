@@ -104,7 +104,8 @@ def test_one_collection_pair_per_vendor(workbench):
     workbench.ingest_questionnaire(_payload("northwind"))
     names = sorted(c.name for c in workbench.store.client.list_collections())
     assert names == ["vendor__acme__chunks", "vendor__acme__manifest",
-                     "vendor__northwind__chunks", "vendor__northwind__manifest"]
+                     "vendor__northwind__chunks", "vendor__northwind__manifest",
+                     "workbench__vendors"]  # the store's register of vendors
 
 
 def test_a_store_from_another_schema_version_is_refused(settings, workbench):

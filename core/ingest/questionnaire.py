@@ -168,15 +168,13 @@ def check_batch_vendor_ids(vendor_ids: Iterable[str], store: EvidenceStore,
     """Refuse, before any round of a batch is written, what would refuse a later round: a
     vendor id differing only in case from a vendor in the store or earlier in the batch, and
     a vendor in the store indexed with another embedding model."""
-    existing = store.vendor_ids()
     earlier: list[str] = []
     for vendor_id in vendor_ids:
         if vendor_id in earlier:
             continue
-        if vendor_id in existing:
+        if store.existing(vendor_id):
             store.open_vendor(vendor_id, embedding_model=embedding_model)
         else:
-            EvidenceStore.refuse_case_clash(vendor_id, existing)
             clash = [v for v in earlier if v.lower() == vendor_id.lower()]
             if clash:
                 raise UserInputError(

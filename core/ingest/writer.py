@@ -406,10 +406,8 @@ class EvidenceWriter:
     def existing_vendor(self, vendor_id: str) -> VendorStore | None:
         """The vendor's collections if it exists; a case-only clash is refused before any
         embedding or write."""
-        vendors = self.store.vendor_ids()
-        if vendor_id in vendors:
+        if self.store.existing(vendor_id):
             return self.store.open_vendor(vendor_id, embedding_model=self.embedder.name)
-        self.store.refuse_case_clash(vendor_id, vendors)
         return None
 
 

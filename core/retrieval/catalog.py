@@ -4,14 +4,13 @@ Only committed evidence is counted or shown."""
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import numpy as np
 
 from core.config import Settings
 from core.hashing import criterion_hash
-from core.models import FOLLOWUP_SOURCE_TYPE, FollowupHit, by_round
+from core.models import FollowupHit, by_round
 from core.reports import VendorStatus
 from core.retrieval.source import Query
 from core.retrieval.stages import assign_tiers, candidate_from_chunk, followup_hit
@@ -24,7 +23,7 @@ from core.store import (
     committed_versions,
     is_committed,
 )
-from core.store.protocol import consistent_read
+from core.store.registry import read_vendor_status
 
 
 class Catalog:
@@ -38,8 +37,19 @@ class Catalog:
         """What the store holds, per vendor; only completed documents are counted."""
         if vendor_id is not None:
             check_vendor_id(vendor_id)
-        vendors = [vendor_id] if vendor_id is not None else self.store.vendor_ids()
-        return [vendor_status(self.store.open_vendor(v)) for v in vendors]
+            return [vendor_status(self.store.open_vendor(vendor_id))]
+        registered = self.store.registered()
+        if registered is None:
+            return [vendor_status(self.store.open_vendor(v)) for v in self.store.vendor_ids()]
+        # The register's counts; a vendor a writer has not recorded yet is read itself (one
+        # whose collections were never made is no vendor).
+        statuses = []
+        for name, entry in sorted(registered.items()):
+            if entry.status is not None:
+                statuses.append(entry.status)
+            elif self.store.holds(name):
+                statuses.append(vendor_status(self.store.open_vendor(name)))
+        return statuses
 
     def documents(self, vendor_id: str) -> list[dict[str, Any]]:
         """The vendor's committed documents (the manifest), sorted by source."""
@@ -79,26 +89,4 @@ class Catalog:
 
 def vendor_status(vendor: VendorStore) -> VendorStatus:
     """One vendor's counts, read from one committed state of its store."""
-    # Read while the manifest held: an ingest committing in between would count a document
-    # whose chunks were read before (or after) it changed.
-    _, (manifest, records) = consistent_read(vendor, lambda: (
-        vendor.documents(), [c.metadata for c in vendor.records(text=False)]))
-    versions = committed_versions(manifest)
-    by_type: Counter[str] = Counter()
-    rounds: set[int] = set()
-    chunks = followups = incomplete = 0
-    for meta in records:
-        if meta.get("source_type") == FOLLOWUP_SOURCE_TYPE:
-            followups += 1
-            rounds.add(int(meta["round_number"]))
-            by_type[str(meta["type"])] += 1
-        elif is_committed(meta, versions):
-            chunks += 1
-            by_type[str(meta["type"])] += 1
-        else:
-            incomplete += 1
-    return VendorStatus(
-        vendor_id=vendor.vendor_id, documents=len(manifest), chunks=chunks,
-        followup_responses=followups, rounds=sorted(rounds),
-        by_type=dict(sorted(by_type.items())), incomplete_chunks=incomplete,
-    )
+    return read_vendor_status(vendor)[1]

@@ -81,6 +81,16 @@ class Repairs(BaseModel):
     leftover_chunks_deleted: int = 0
     markers_deleted: int = 0
     tombstones_deleted: int = 0
+    written_again: int = Field(0, description="records the vector search did not find by "
+                               "their own vector, written again as they are")
+
+
+class SearchFindings(BaseModel):
+    """Whether the vector search finds every record of the vendor by its own vector."""
+
+    records: int = 0
+    unreachable: int = Field(0, description="records the vector search does not return for "
+                             "their own vector (found by `get` alone)")
 
 
 class CheckReport(BaseModel):
@@ -91,6 +101,7 @@ class CheckReport(BaseModel):
     dry_run: bool
     lexical: LexicalFindings
     store: StoreFindings
+    search: SearchFindings = Field(default_factory=SearchFindings)
     repaired: Repairs
     remaining: dict[str, int] = Field(
         default_factory=dict, description="what still differs after the repair (with "
@@ -122,11 +133,15 @@ class CheckReport(BaseModel):
             f"{store.links_not_as_stored}, responses without a link "
             f"{store.responses_without_link}, unfinished replacements "
             f"{store.unfinished_replacements}.")
+        lines.append(f"Vector search: {self.search.records} records, "
+                     f"{self.search.unreachable} not found by their own vector.")
         done = self.repaired
         repairs = [f"the lexical index {done.lexical}" if done.lexical else "",
                    _count(done.leftover_chunks_deleted, "leftover chunk", "deleted"),
                    _count(done.markers_deleted, "withdrawn answer's marker", "deleted"),
-                   _count(done.tombstones_deleted, "tombstone", "deleted")]
+                   _count(done.tombstones_deleted, "tombstone", "deleted"),
+                   _count(done.written_again, "record the vector search missed",
+                          "written again")]
         if not self.dry_run:
             lines.append("Repaired: " + ("; ".join(r for r in repairs if r) or "nothing") + ".")
         lines += [f"To do: {sentence}" for sentence in self.to_complete]
@@ -151,9 +166,12 @@ def check_vendor(store: EvidenceStore, settings: Settings, runner: StrategyRunne
         read = read_store(vendor)
         plan = store_findings(vendor.vendor_id, read)
         lexical = compare_index(path, read_index(path), read, collection_id)
-        remaining = _remaining(lexical, plan.findings, after_repair=False)
-        return _report(vendor.vendor_id, lexical, plan, repairs, remaining, dry_run=True)
+        search = _search_findings(vendor)
+        remaining = _remaining(lexical, plan.findings, search, after_repair=False)
+        return _report(vendor.vendor_id, lexical, plan, repairs, remaining, search,
+                       dry_run=True)
     with store.write_lock():
+        store.recount(vendor.vendor_id)  # the register records what the check leaves
         read = read_store(vendor)
         plan = store_findings(vendor.vendor_id, read)
         lexical = compare_index(path, read_index(path), read, collection_id)
@@ -168,9 +186,20 @@ def check_vendor(store: EvidenceStore, settings: Settings, runner: StrategyRunne
             repairs.lexical = _repair_index(settings, runner, vendor, read, path, collection_id,
                                             now)
             now = compare_index(path, read_index(path), read, collection_id)
-        remaining = _remaining(now, after_plan.findings, after_repair=True)
-    return _report(vendor.vendor_id, lexical, plan, repairs, remaining, dry_run=False,
+        unreachable = vendor.unreachable_by_search()
+        search = SearchFindings(records=vendor.count_chunks(), unreachable=len(unreachable))
+        if unreachable:
+            vendor.write_again(unreachable)
+            repairs.written_again = len(unreachable)
+        remaining = _remaining(now, after_plan.findings, _search_findings(vendor),
+                               after_repair=True)
+    return _report(vendor.vendor_id, lexical, plan, repairs, remaining, search, dry_run=False,
                    after=after_plan.findings)
+
+
+def _search_findings(vendor: VendorStore) -> SearchFindings:
+    return SearchFindings(records=vendor.count_chunks(),
+                          unreachable=len(vendor.unreachable_by_search()))
 
 
 def _repair_index(settings: Settings, runner: StrategyRunner, vendor: VendorStore,
@@ -193,18 +222,19 @@ def _repair_index(settings: Settings, runner: StrategyRunner, vendor: VendorStor
     return done
 
 
-def _remaining(lexical: LexicalFindings, store: StoreFindings, *, after_repair: bool
-               ) -> dict[str, int]:
+def _remaining(lexical: LexicalFindings, store: StoreFindings, search: SearchFindings, *,
+               after_repair: bool) -> dict[str, int]:
     """What still differs: after a repair, every lexical difference and every store leftover;
     with --dry-run, the drift (a sync mends the rest) and every store leftover."""
     remaining = ({name: getattr(lexical, name) for name in DIFFERENCES} if after_repair
                  else {"drift": lexical.drift})
     remaining.update({name: getattr(store, name) for name in LEFTOVERS})
+    remaining["unreachable_by_search"] = search.unreachable
     return {name: n for name, n in remaining.items() if n}
 
 
 def _report(vendor_id: str, lexical: LexicalFindings, plan: StorePlan, repairs: Repairs,
-            remaining: dict[str, int], *, dry_run: bool,
+            remaining: dict[str, int], search: SearchFindings, *, dry_run: bool,
             after: StoreFindings | None = None) -> CheckReport:
     store = plan.findings
     left = after or store
@@ -234,6 +264,14 @@ def _report(vendor_id: str, lexical: LexicalFindings, plan: StorePlan, repairs: 
                 f"In round(s) {shown} {getattr(left, kind)} {sentence}; run `evidence ingest "
                 f"questionnaire` again with the file(s) of round(s) {shown} of vendor "
                 f"'{vendor_id}' (with --replace if it was a replacement).")
+    if dry_run and search.unreachable:
+        to_complete.append(
+            f"The vector search does not find {search.unreachable} record(s) by their own "
+            f"vector; `evidence check --vendor {vendor_id}` writes them again as they are.")
+    if not dry_run and "unreachable_by_search" in remaining:
+        to_complete.append(
+            f"The vector search still misses {remaining['unreachable_by_search']} record(s) "
+            "written again; export the vendor's files and ingest them into a new store.")
     if dry_run and lexical.drift:
         to_complete.append(
             f"The lexical index disagrees with its own records in {lexical.drift} place(s); "
@@ -244,5 +282,6 @@ def _report(vendor_id: str, lexical: LexicalFindings, plan: StorePlan, repairs: 
             f"{lexical.path} (it is derived from the store) and run `evidence check --vendor "
             f"{vendor_id}` again.")
     return CheckReport(vendor_id=vendor_id, ok=not remaining, dry_run=dry_run,
-                       lexical=lexical, store=store, repaired=repairs, remaining=remaining,
+                       lexical=lexical, store=store, search=search, repaired=repairs,
+                       remaining=remaining,
                        to_complete=to_complete)

@@ -69,18 +69,28 @@ class StrategyRunner:
         without one) changes, for caching views of it; None while a round is between its
         link write and its responses' write (or for a store without generations), when a
         view read now may change without a new generation, so nothing should be cached."""
-        known = self.store.vendor_ids()
-        vendors = [vendor_id] if vendor_id is not None else known
-        parts = []
-        for name in vendors:
-            if name not in known:
-                parts.append(f"{name}:absent")
+        if vendor_id is not None:
+            if not self.store.holds(vendor_id):
+                return f"{vendor_id}:absent"
+            state = self.settled_state(self.store.open_vendor(
+                vendor_id, embedding_model=embedding_model))
+            return None if state is None else f"{vendor_id}:{state}"
+        # Every vendor: the register's generations, one read whatever their number; a vendor
+        # a writer has not recorded yet is read itself.
+        registered = self.store.registered()
+        pending = (self.store.vendor_ids() if registered is None
+                   else [v for v, entry in registered.items() if entry.pending])
+        parts = [] if registered is None else [
+            f"{v}:{entry.generation}" for v, entry in registered.items() if not entry.pending]
+        for name in pending:
+            if not self.store.holds(name):
                 continue
             state = self.settled_state(self.store.open_vendor(name,
                                                               embedding_model=embedding_model))
             if state is None:
                 return None
             parts.append(f"{name}:{state}")
+        parts.sort()
         return "|".join(parts)
 
     def settled_state(self, vendor: VendorStore) -> str | None:

@@ -27,6 +27,9 @@ def connect(settings: Settings, location: str) -> Any:
             return _ServerCalls(_server_client(settings), _ServerProblems(settings, location))
         store = settings.store  # checked by the caller (core/store/paths.py)
         store.mkdir(parents=True, exist_ok=True)
+        from core.store.bindings import bound_open_indexes
+
+        bound_open_indexes(settings.store_open_indexes)
         # A copy: PersistentClient writes the store's path into the settings it is given.
         return chromadb.PersistentClient(path=str(store),
                                          settings=_embedded_settings().model_copy())

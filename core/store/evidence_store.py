@@ -13,10 +13,16 @@ from core.config import Settings
 from core.errors import StoreError, UnknownVendorError, UserInputError
 from core.models import StoredRecord, is_valid_vendor_id
 from core.store import writes
+from core.store.bindings import (
+    PERSISTED_AT_EVERY_WRITE,
+    persist_at_every_write,
+    persists_at_every_write,
+)
 from core.store.client import connect
 from core.store.conversations import ConversationRecords
 from core.store.migrations import FIRST_SCHEMA_VERSION, SCHEMA_VERSION, can_upgrade, upgrade
 from core.store.paths import STORE_DATABASE, check_store_path
+from core.store.registry import Registered, VendorRegistry, read_vendor_status
 from core.store.vendor import VendorStore
 from core.store.verdicts import VerdictRecords
 
@@ -81,6 +87,11 @@ class EvidenceStore:
         # A seam for tests: called as soon as this store's write lock is held, before the
         # writer goes on (a race test holds it there until the other writer is seen waiting).
         self.on_lock_held: Callable[[], None] | None = None
+        # The register of vendors (core/store/registry.py), once found complete; the vendors
+        # each thread holding the write lock has written to, recorded when it lets go.
+        self._registry: VendorRegistry | None = None
+        self._writing: dict[int, dict[str, None]] = {}
+        self._registering = False
 
     @property
     def location(self) -> str:
@@ -123,7 +134,69 @@ class EvidenceStore:
         with lock:
             if self.on_lock_held is not None:
                 self.on_lock_held()
-            yield
+            thread = threading.get_ident()
+            written: dict[str, None] = {}
+            self._writing[thread] = written
+            try:
+                yield
+                self._record_written(written)
+            finally:
+                del self._writing[thread]
+
+    # The register of vendors ---------------------------------------------------------
+
+    def registered(self) -> dict[str, Registered] | None:
+        """Every vendor of the store's register, by id; None for a store without a complete
+        register (written before it existed, or never written), whose vendors are found by
+        listing its collections."""
+        registry = self._find_registry()
+        return registry.entries() if registry is not None else None
+
+    def recount(self, vendor_id: str) -> None:
+        """Record the vendor's counts afresh when the write lock is let go (under the lock)."""
+        self._written(vendor_id)
+
+    def _find_registry(self) -> VendorRegistry | None:
+        if self._registry is None and self.exists():
+            self._registry = VendorRegistry.find(self.client)
+        return self._registry
+
+    def _written(self, vendor_id: str) -> None:
+        """Before a write to the vendor: mark it pending in the register (made first, under
+        the write lock, when the store has none), once per holding of the lock."""
+        if self._registering:  # the register is being made: it reads every vendor anyway
+            return
+        written = self._writing.get(threading.get_ident())
+        if written is None:  # a write outside the lock (a migration a reader runs)
+            registry = self._find_registry()
+            if registry is not None:
+                registry.mark_pending(vendor_id)
+            return
+        if vendor_id in written:
+            return
+        registry = self._find_registry() or self._build_registry()
+        registry.mark_pending(vendor_id)
+        written[vendor_id] = None
+
+    def _build_registry(self) -> VendorRegistry:
+        self._registering = True
+        try:
+            vendors = [self.open_vendor(v) for v in self._listed_vendor_ids()]
+            self._registry = VendorRegistry.build(self.client, vendors)
+        finally:
+            self._registering = False
+        return self._registry
+
+    def _record_written(self, written: dict[str, None]) -> None:
+        """What each vendor written to holds now, read back from its committed state."""
+        registry = self._find_registry()
+        if registry is None or not written:
+            return
+        statuses = []
+        for vendor_id in written:
+            if self.holds(vendor_id):
+                statuses.append(read_vendor_status(self.open_vendor(vendor_id)))
+        registry.record(statuses)
 
     def max_batch_size(self) -> int:
         return int(self.client.get_max_batch_size())
@@ -140,6 +213,28 @@ class EvidenceStore:
 
     def vendor_ids(self) -> list[str]:
         """Every vendor that has a chunk collection, sorted."""
+        registered = self.registered()
+        if registered is None:
+            return self._listed_vendor_ids()
+        return sorted(v for v, entry in registered.items() if not entry.pending or self.holds(v))
+
+    def holds(self, vendor_id: str) -> bool:
+        """True when the vendor's evidence exists in the store."""
+        return self._find(chunks_collection_name(vendor_id)) is not None
+
+    def existing(self, vendor_id: str) -> bool:
+        """True when the vendor exists; False for a new one, after refusing an id that
+        differs only in case from an existing vendor's (one lookup each, at any number of
+        vendors, in a store with a register)."""
+        if self.holds(vendor_id):
+            return True
+        registry = self._find_registry()
+        self.refuse_case_clash(vendor_id, registry.same_but_case(vendor_id)
+                               if registry is not None else self._listed_vendor_ids())
+        return False
+
+    def _listed_vendor_ids(self) -> list[str]:
+        """Every vendor, found by listing the store's collections."""
         if not self.exists():
             return []
         vendors = []
@@ -158,28 +253,28 @@ class EvidenceStore:
         if opened is not None:
             self._check_compatible(vendor_id, opened.chunks.metadata or {}, embedding_model)
             return opened
-        # One lookup by name for a vendor that exists; the whole list only for one that
-        # does not (to refuse an id differing only in case from an existing vendor's).
-        if self._find(chunks_collection_name(vendor_id)) is None:
-            existing = self.vendor_ids()
-            self.refuse_case_clash(vendor_id, existing)
+        # One lookup by name for a vendor that exists; for one that does not, one more in the
+        # register (to refuse an id differing only in case from an existing vendor's).
+        if not self.existing(vendor_id):
             if not create:
                 raise UnknownVendorError(
                     f"No evidence is stored for vendor '{vendor_id}' in the {self.location}."
                 )
+            self._written(vendor_id)
         metadata = {"vendor_id": vendor_id, "schema_version": SCHEMA_VERSION}
         if embedding_model:
             metadata["embedding_model"] = embedding_model
         chunks = writes.create(
             self.client, chunks_collection_name(vendor_id),
             metadata=metadata,
-            configuration={"hnsw": {"space": "cosine"}},
+            configuration={"hnsw": {"space": "cosine", **PERSISTED_AT_EVERY_WRITE}},
             embedding_function=None,
         )
         self._check_compatible(vendor_id, chunks.metadata or {}, embedding_model, older=True)
         manifest = writes.create(
             self.client, manifest_collection_name(vendor_id),
             metadata={"vendor_id": vendor_id, "schema_version": SCHEMA_VERSION},
+            configuration={"hnsw": PERSISTED_AT_EVERY_WRITE},
             embedding_function=None,
         )
         self._check_compatible(vendor_id, manifest.metadata or {}, None, older=True)
@@ -200,7 +295,7 @@ class EvidenceStore:
         collection = self._collection(
             conversations_collection_name(vendor.vendor_id), create=create,
             metadata={"vendor_id": vendor_id, "schema_version": SCHEMA_VERSION},
-            configuration={"hnsw": {"space": "cosine"}})
+            configuration={"hnsw": {"space": "cosine", **PERSISTED_AT_EVERY_WRITE}})
         if collection is None:
             return None
         found = ConversationRecords(collection)
@@ -214,15 +309,17 @@ class EvidenceStore:
         vendor = self.open_vendor(vendor_id)
         collection = self._collection(
             verdicts_collection_name(vendor.vendor_id), create=create,
-            metadata={"vendor_id": vendor.vendor_id, "schema_version": SCHEMA_VERSION})
+            metadata={"vendor_id": vendor.vendor_id, "schema_version": SCHEMA_VERSION},
+            configuration={"hnsw": PERSISTED_AT_EVERY_WRITE})
         return VerdictRecords(collection) if collection is not None else None
 
     def _collection(self, name: str, *, create: bool, **options: Any) -> Any | None:
         """A collection of the store, made when `create`; else None when there is none."""
-        if create:
-            return writes.create(self.client, name, embedding_function=None,
-                                                        **options)
-        return self._find(name)
+        found = (writes.create(self.client, name, embedding_function=None, **options) if create
+                 else self._find(name))
+        if found is not None and not persists_at_every_write(found):
+            persist_at_every_write(found)  # a collection made before indexes persisted so
+        return found
 
     def _find(self, name: str) -> Any | None:
         """The collection of this name, or None (reading a store never written creates
@@ -250,7 +347,8 @@ class EvidenceStore:
         # Late-bound, so that what a test puts in place of either is what writes.
         return VendorStore(vendor_id, chunks, manifest,
                            batch_size=lambda: self.max_batch_size(),
-                           chunk_writer=lambda *args: self.upsert(*args))
+                           chunk_writer=lambda *args: self.upsert(*args),
+                           before_write=lambda: self._written(vendor_id))
 
     def upsert(self, vendor: VendorStore, records: Sequence[StoredRecord],
                embeddings: Any) -> None:

@@ -18,13 +18,14 @@ from typing import Any
 from core.hashing import canonical_criterion_hash
 from core.models import FOLLOWUP_SOURCE_TYPE, StoredRecord
 from core.store import writes
+from core.store.bindings import persist_at_every_write
 from core.store.filters import Where
 from core.store.protocol import commit_links
 from core.store.records import MANIFEST_GENERATION_ID, link_metadata, new_generation
 from core.store.vendor import VendorStore
 
 # The schema this program writes; the steps below upgrade older stores to it in place.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # The first version a store recorded; older stores recorded none and cannot be told apart.
 FIRST_SCHEMA_VERSION = 1
 # Records rewritten per call; well under any ChromaDB client's maximum batch size.
@@ -86,10 +87,19 @@ def _record_followup_links(vendor: VendorStore) -> None:
         commit_links(vendor, missing[start : start + UPDATE_BATCH])
 
 
+def _persist_vector_indexes(vendor: VendorStore) -> None:
+    """Both collections persist their vector index at every write, and persist it now: an
+    index ChromaDB evicts from its cache is reloaded from its files, which miss whatever was
+    written since the last persist (core/store/bindings.py)."""
+    persist_at_every_write(vendor.manifest)
+    persist_at_every_write(vendor.chunks)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "record_manifest_generation", _record_manifest_generation),
     Migration(3, "record_canonical_criterion_hash", _record_canonical_criterion_hash),
     Migration(4, "record_followup_links", _record_followup_links),
+    Migration(5, "persist_vector_indexes", _persist_vector_indexes),
 )
 
 

@@ -94,12 +94,15 @@ class VendorStore:
     def __init__(self, vendor_id: str, chunks: Any, manifest: Any, *,
                  batch_size: Callable[[], int] | None = None,
                  chunk_writer: Callable[[VendorStore, Sequence[StoredRecord], Any], None]
-                 | None = None) -> None:
+                 | None = None, before_write: Callable[[], None] | None = None) -> None:
         self.vendor_id = vendor_id
         self.chunks = chunks
         self.manifest = manifest
         self._batch_size = batch_size
         self._chunk_writer = chunk_writer
+        # Told before every write to either collection (the store's register of vendors
+        # marks the vendor pending until the writer records what it left).
+        self._before_write = before_write or (lambda: None)
 
     @property
     def collection_id(self) -> str:
@@ -164,7 +167,40 @@ class VendorStore:
         measured against. Returns how many records it answered."""
         return len(self.chunks.query(query_embeddings=[embedding], n_results=n)["ids"][0])
 
+    def unreachable_by_search(self, *, batch: int = 256, window: int = 10) -> list[str]:
+        """Ids of records the vector search does not return for their own vector, among its
+        `window` nearest: an approximate index can stop returning live records after many
+        deletes and upserts (chroma#7758), and such a record is found by `get` alone."""
+        total = self.count_chunks()
+        unreachable: list[str] = []
+        offset = 0
+        while offset < total:
+            page = self.chunks.get(include=["embeddings"], limit=batch, offset=offset)
+            if not page["ids"]:
+                break
+            found = self.chunks.query(query_embeddings=page["embeddings"],
+                                      n_results=min(window, total), include=[])
+            unreachable += [record_id for record_id, hits in zip(page["ids"], found["ids"],
+                                                                 strict=True)
+                            if record_id not in hits]
+            offset += len(page["ids"])
+        return unreachable
+
     # Chunks: writes --------------------------------------------------------------------
+
+    def write_again(self, ids: Sequence[str]) -> None:
+        """Write these records again exactly as they are stored (text, metadata and vector),
+        so the vector index holds them afresh."""
+        if ids:
+            self._before_write()
+        batch = self.batch_size()
+        for start in range(0, len(ids), batch):
+            page = self.chunks.get(ids=list(ids[start : start + batch]),
+                                   include=["embeddings", "documents", "metadatas"])
+            if page["ids"]:
+                writes.apply(self.chunks, "upsert", ids=page["ids"],
+                             embeddings=page["embeddings"], documents=page["documents"],
+                             metadatas=page["metadatas"])
 
     def write_chunks(self, records: Sequence[StoredRecord],
                      embeddings: np.ndarray | Sequence[Sequence[float]]) -> None:
@@ -178,6 +214,8 @@ class VendorStore:
     def upsert_batches(self, records: Sequence[StoredRecord],
                        embeddings: np.ndarray | Sequence[Sequence[float]]) -> None:
         """Upsert in batches under the client's maximum batch size."""
+        if records:
+            self._before_write()
         batch = self.batch_size()
         for start in range(0, len(records), batch):
             part = records[start : start + batch]
@@ -192,17 +230,25 @@ class VendorStore:
     def update_chunk_metadata(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]
                               ) -> None:
         """Merge these keys into the stored metadata of each record (text and vector kept)."""
+        if ids:
+            self._before_write()
         writes.apply(self.chunks, "update", ids=list(ids), metadatas=list(metadatas))
 
     def delete_chunks(self, ids: Iterable[str] | None = None, where: FilterInput = None
                       ) -> None:
         """Delete the records of these ids (each only if it matches `where`, when given), a
-        batch at a time; without ids, every record matching `where`."""
+        batch at a time; without ids, every record matching `where`. A delete that finds
+        nothing to delete changes nothing a reader sees, so the store's register is told only
+        of one that does."""
         translated = chroma_where(where)
         if ids is None:
+            if self.holds_any(where):
+                self._before_write()
             writes.apply(self.chunks, "delete", where=translated)
             return
         ids = list(ids)
+        if ids:
+            self._before_write()
         batch = self.batch_size()
         for start in range(0, len(ids), batch):
             writes.apply(self.chunks, "delete", ids=ids[start : start + batch],
@@ -239,6 +285,7 @@ class VendorStore:
 
     def write_manifest(self, records: Sequence[tuple[str, dict[str, Any], str]]) -> None:
         """Upsert manifest records (id, metadata, text) in one write."""
+        self._before_write()
         writes.apply(self.manifest, "upsert", ids=[i for i, _, _ in records],
                              metadatas=[m for _, m, _ in records],
                              embeddings=[[1.0]] * len(records),
@@ -246,6 +293,8 @@ class VendorStore:
 
     def delete_manifest(self, ids: Sequence[str], where: FilterInput = None) -> None:
         """Delete these manifest records (each only if it matches `where`), a batch at a time."""
+        if ids:
+            self._before_write()
         translated = chroma_where(where)
         batch = self.batch_size()
         for start in range(0, len(ids), batch):

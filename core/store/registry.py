@@ -1,0 +1,173 @@
+"""The store's register of vendors: one small record per vendor, so that listing the vendors,
+their counts and the state every view is cached under is one read, whatever their number.
+
+Without it, listing vendors lists every collection of the store (several per vendor), and a
+vendor's counts read the metadata of every record it holds: at a thousand vendors a status of
+all of them took minutes. The register is derived from the vendors' own collections, never
+the other way round, and it is kept exact by the write lock:
+
+- a writer holding the lock marks a vendor *pending* before its first write to it, and
+  records the vendor's counts and manifest generation, read back from the committed store,
+  after its last (`EvidenceStore.write_lock`);
+- a writer killed in between leaves the vendor pending; a reader reads a pending vendor from
+  its collections, as it would without a register, until a writer records it again
+  (`evidence check` does);
+- a store written before the register existed has none, or an incomplete one: readers list the
+  collections as before, and the next writer registers every vendor first, then marks the
+  register complete.
+
+Vendor ids that differ only in case are refused (`refuse_case_clash`); the register keeps each
+id's folded form, so that check is one lookup too."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from core.models import FOLLOWUP_SOURCE_TYPE
+from core.reports import VendorStatus
+from core.store import writes
+from core.store.migrations import SCHEMA_VERSION
+from core.store.protocol import consistent_read
+from core.store.records import committed_versions, is_committed
+from core.store.vendor import VendorStore, get_all
+
+REGISTRY_COLLECTION = "workbench__vendors"
+REGISTRY_VERSION = 1
+_COMPLETE = "complete"
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A vendor as the register holds it: pending, or its counts at one generation."""
+
+    vendor_id: str
+    pending: bool
+    generation: str | None = None
+    status: VendorStatus | None = None
+
+
+def read_vendor_status(vendor: VendorStore) -> tuple[str | None, VendorStatus]:
+    """One vendor's counts, read from one committed state of its store, and the manifest
+    generation of that state (None for a store that records none)."""
+    # Read while the manifest held: an ingest committing in between would count a document
+    # whose chunks were read before (or after) it changed.
+    generation, (manifest, records) = consistent_read(vendor, lambda: (
+        vendor.documents(), [c.metadata for c in vendor.records(text=False)]))
+    versions = committed_versions(manifest)
+    by_type: Counter[str] = Counter()
+    rounds: set[int] = set()
+    chunks = followups = incomplete = 0
+    for meta in records:
+        if meta.get("source_type") == FOLLOWUP_SOURCE_TYPE:
+            followups += 1
+            rounds.add(int(meta["round_number"]))
+            by_type[str(meta["type"])] += 1
+        elif is_committed(meta, versions):
+            chunks += 1
+            by_type[str(meta["type"])] += 1
+        else:
+            incomplete += 1
+    return generation, VendorStatus(
+        vendor_id=vendor.vendor_id, documents=len(manifest), chunks=chunks,
+        followup_responses=followups, rounds=sorted(rounds),
+        by_type=dict(sorted(by_type.items())), incomplete_chunks=incomplete,
+    )
+
+
+def _folded(vendor_id: str) -> str:
+    return vendor_id.lower()
+
+
+def _pending_metadata(vendor_id: str) -> dict[str, Any]:
+    return {"vendor_id": vendor_id, "folded": _folded(vendor_id), "pending": True}
+
+
+def _recorded_metadata(generation: str | None, status: VendorStatus) -> dict[str, Any]:
+    return {"vendor_id": status.vendor_id, "folded": _folded(status.vendor_id),
+            "pending": generation is None, "generation": generation or "",
+            "schema_version": SCHEMA_VERSION, "status": status.model_dump_json()}
+
+
+def _entry(metadata: dict[str, Any]) -> Registered:
+    """The entry; one recorded by a program of another schema version counts as pending, so
+    readers open that vendor, which refuses (or upgrades) it as without a register."""
+    vendor_id = str(metadata["vendor_id"])
+    if (metadata.get("pending") or not metadata.get("status")
+            or metadata.get("schema_version") != SCHEMA_VERSION):
+        return Registered(vendor_id, pending=True)
+    return Registered(vendor_id, pending=False, generation=str(metadata["generation"]),
+                      status=VendorStatus.model_validate(json.loads(str(metadata["status"]))))
+
+
+class VendorRegistry:
+    """The register's collection, read and written (writes only under the write lock)."""
+
+    def __init__(self, client: Any, collection: Any | None) -> None:
+        self._client = client
+        self._collection = collection
+
+    @classmethod
+    def find(cls, client: Any) -> VendorRegistry | None:
+        """The store's register when it is complete; None for a store without one."""
+        from chromadb.errors import NotFoundError
+
+        try:
+            collection = client.get_collection(REGISTRY_COLLECTION, embedding_function=None)
+        except NotFoundError:
+            return None
+        if not (collection.metadata or {}).get(_COMPLETE):
+            return None
+        return cls(client, collection)
+
+    @classmethod
+    def build(cls, client: Any, vendors: Sequence[VendorStore]) -> VendorRegistry:
+        """Make the register (under the write lock): every vendor recorded, then marked
+        complete. Run again after an interruption, it records them again."""
+        collection = writes.create(
+            client, REGISTRY_COLLECTION, embedding_function=None,
+            metadata={"registry_version": REGISTRY_VERSION, _COMPLETE: False},
+            configuration={"hnsw": {"sync_threshold": 1}})
+        registry = cls(client, collection)
+        registry.record(read_vendor_status(v) for v in vendors)
+        writes.apply(collection, "modify",
+                     metadata={"registry_version": REGISTRY_VERSION, _COMPLETE: True})
+        return registry
+
+    def entries(self) -> dict[str, Registered]:
+        """Every registered vendor, by id."""
+        found = get_all(self._collection, include=("metadatas",))
+        return {entry.vendor_id: entry
+                for entry in (_entry(m) for m in found["metadatas"] if m)}
+
+    def same_but_case(self, vendor_id: str) -> list[str]:
+        """Registered vendor ids equal to this one but for case."""
+        found = self._collection.get(where={"folded": _folded(vendor_id)},
+                                     include=["metadatas"])
+        return [str(m["vendor_id"]) for m in found["metadatas"] or [] if m]
+
+    def mark_pending(self, vendor_id: str) -> None:
+        writes.apply(self._collection, "upsert", ids=[vendor_id],
+                     metadatas=[_pending_metadata(vendor_id)], embeddings=[[1.0]],
+                     documents=[f"vendor {vendor_id}"])
+
+    def record(self, statuses: Iterable[tuple[str | None, VendorStatus]]) -> None:
+        """Record each vendor's counts at its generation, a batch at a time."""
+        batch: list[tuple[str | None, VendorStatus]] = []
+        for item in statuses:
+            batch.append(item)
+            if len(batch) == 500:
+                self._record(batch)
+                batch = []
+        if batch:
+            self._record(batch)
+
+    def _record(self, batch: Sequence[tuple[str | None, VendorStatus]]) -> None:
+        writes.apply(self._collection, "upsert",
+                     ids=[status.vendor_id for _, status in batch],
+                     metadatas=[_recorded_metadata(g, s) for g, s in batch],
+                     embeddings=[[1.0]] * len(batch),
+                     documents=[f"vendor {s.vendor_id}" for _, s in batch])
