@@ -263,13 +263,14 @@ SCENARIOS = {
         (ingest_second_document, ("terminate", "__chunks", 2), "as before"),
     "document, server stopped before its manifest entry is written":
         (ingest_second_document, ("terminate", "__manifest", 1), "as before"),
+    # An ingest's first upsert marks the vendor pending in the store's register of vendors.
     "document, server killed while a chunk batch is on its way":
-        (ingest_second_document, ("cut", b"/upsert", 2), "as before"),
-    # A round's first upsert writes its links to the manifest; the second, its responses.
+        (ingest_second_document, ("cut", b"/upsert", 3), "as before"),
+    # Then a round's first upsert writes its links to the manifest; the next, its responses.
     "round, server killed while its write is on its way":
-        (ingest_round_two, ("cut", b"/upsert", 2), "as before"),
+        (ingest_round_two, ("cut", b"/upsert", 3), "as before"),
     "round, server killed after storing it, before answering":
-        (ingest_round_two, ("unanswered", b"/upsert", 2), "complete"),
+        (ingest_round_two, ("unanswered", b"/upsert", 3), "complete"),
 }
 
 
@@ -324,9 +325,9 @@ def test_cli_ingest_with_the_server_killed_mid_document(tmp_path, real_embedder)
         (folder / name).write_bytes((ACME_DOCS / name).read_bytes())
     server = ChromaServer(tmp_path / "server-data")
     servers = [server]
-    # Upserts of a new vendor's ingest: document 1's chunks, its manifest entry, document 2's
-    # chunks (the third).
-    relay = KillingRelay(server, b"/upsert", mode="cut", occurrence=3)
+    # Upserts of a new vendor's ingest: the vendor marked pending in the store's register,
+    # document 1's chunks, its manifest entry, document 2's chunks (the fourth).
+    relay = KillingRelay(server, b"/upsert", mode="cut", occurrence=4)
     env = {**os.environ, "EVIDENCE_RERANKER_CACHE_DIR": str(tmp_path / "no-models"),
            "EVIDENCE_STORE": str(tmp_path / "unused"), "EVIDENCE_WRITE_LEASE_S": str(LEASE_S)}
     env.pop("EVIDENCE_DEBUG", None)
