@@ -41,15 +41,10 @@ class Catalog:
         registered = self.store.registered()
         if registered is None:
             return [vendor_status(self.store.open_vendor(v)) for v in self.store.vendor_ids()]
-        # The register's counts; a vendor a writer has not recorded yet is read itself (one
-        # whose collections were never made is no vendor).
-        statuses = []
-        for name, entry in sorted(registered.items()):
-            if entry.status is not None:
-                statuses.append(entry.status)
-            elif self.store.holds(name):
-                statuses.append(vendor_status(self.store.open_vendor(name)))
-        return statuses
+        # The register's counts; a vendor a writer has not recorded yet is read itself.
+        return [entry.status if entry.status is not None
+                else vendor_status(self.store.open_vendor(name))
+                for name, entry in sorted(registered.items())]
 
     def documents(self, vendor_id: str) -> list[dict[str, Any]]:
         """The vendor's committed documents (the manifest), sorted by source."""

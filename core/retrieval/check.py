@@ -166,7 +166,7 @@ def check_vendor(store: EvidenceStore, settings: Settings, runner: StrategyRunne
         read = read_store(vendor)
         plan = store_findings(vendor.vendor_id, read)
         lexical = compare_index(path, read_index(path), read, collection_id)
-        search = _search_findings(vendor)
+        search, _ = _search_findings(vendor)
         remaining = _remaining(lexical, plan.findings, search, after_repair=False)
         return _report(vendor.vendor_id, lexical, plan, repairs, remaining, search,
                        dry_run=True)
@@ -186,20 +186,22 @@ def check_vendor(store: EvidenceStore, settings: Settings, runner: StrategyRunne
             repairs.lexical = _repair_index(settings, runner, vendor, read, path, collection_id,
                                             now)
             now = compare_index(path, read_index(path), read, collection_id)
-        unreachable = vendor.unreachable_by_search()
-        search = SearchFindings(records=vendor.count_chunks(), unreachable=len(unreachable))
+        search, unreachable = _search_findings(vendor)
+        left = search
         if unreachable:
             vendor.write_again(unreachable)
             repairs.written_again = len(unreachable)
-        remaining = _remaining(now, after_plan.findings, _search_findings(vendor),
-                               after_repair=True)
+            left, _ = _search_findings(vendor)  # searched again: what writing them mended
+        remaining = _remaining(now, after_plan.findings, left, after_repair=True)
     return _report(vendor.vendor_id, lexical, plan, repairs, remaining, search, dry_run=False,
                    after=after_plan.findings)
 
 
-def _search_findings(vendor: VendorStore) -> SearchFindings:
-    return SearchFindings(records=vendor.count_chunks(),
-                          unreachable=len(vendor.unreachable_by_search()))
+def _search_findings(vendor: VendorStore) -> tuple[SearchFindings, list[str]]:
+    """The vendor's records searched by their own vectors: the findings, and the ids the
+    search did not return."""
+    unreachable = vendor.unreachable_by_search()
+    return SearchFindings(records=vendor.count_chunks(), unreachable=len(unreachable)), unreachable
 
 
 def _repair_index(settings: Settings, runner: StrategyRunner, vendor: VendorStore,

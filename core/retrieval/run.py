@@ -83,8 +83,6 @@ class StrategyRunner:
         parts = [] if registered is None else [
             f"{v}:{entry.generation}" for v, entry in registered.items() if not entry.pending]
         for name in pending:
-            if not self.store.holds(name):
-                continue
             state = self.settled_state(self.store.open_vendor(name,
                                                               embedding_model=embedding_model))
             if state is None:

@@ -50,10 +50,10 @@ def connect(settings: Settings, location: str) -> Any:
 # SQLite schema does not index: a collection's segments, and its entries in the write log.
 # Each scanned every collection's rows, so every call grew with the number of vendors (at
 # 1,000 vendors a small upsert took 18.6 ms against 11.6 in a store of one; 13.0 with these).
-_LOOKUP_INDEXES = (
-    "CREATE INDEX IF NOT EXISTS evidence_segments_by_collection ON segments (collection)",
-    "CREATE INDEX IF NOT EXISTS evidence_queue_by_topic ON embeddings_queue (topic, seq_id)",
-)
+_LOOKUP_INDEXES = {
+    "evidence_segments_by_collection": "segments (collection)",
+    "evidence_queue_by_topic": "embeddings_queue (topic, seq_id)",
+}
 
 
 def index_lookups(database: Path) -> None:
@@ -67,9 +67,9 @@ def index_lookups(database: Path) -> None:
         with contextlib.closing(sqlite3.connect(database, timeout=5.0)) as db:
             present = {name for (name,) in db.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'evidence_%'")}
-            for statement in _LOOKUP_INDEXES:
-                if statement.split()[5] not in present:
-                    db.execute(statement)
+            for name, columns in _LOOKUP_INDEXES.items():
+                if name not in present:
+                    db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {columns}")
             db.commit()
     except sqlite3.Error:
         return

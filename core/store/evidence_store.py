@@ -148,9 +148,13 @@ class EvidenceStore:
     def registered(self) -> dict[str, Registered] | None:
         """Every vendor of the store's register, by id; None for a store without a complete
         register (written before it existed, or never written), whose vendors are found by
-        listing its collections."""
+        listing its collections. A pending vendor whose collections were never made (its
+        first write interrupted before them) is no vendor and is left out."""
         registry = self._find_registry()
-        return registry.entries() if registry is not None else None
+        if registry is None:
+            return None
+        return {vendor_id: entry for vendor_id, entry in registry.entries().items()
+                if not entry.pending or self.holds(vendor_id)}
 
     def recount(self, vendor_id: str) -> None:
         """Record the vendor's counts afresh when the write lock is let go (under the lock)."""
@@ -161,18 +165,21 @@ class EvidenceStore:
             self._registry = VendorRegistry.find(self.client)
         return self._registry
 
-    def _written(self, vendor_id: str) -> None:
+    def _written(self, vendor_id: str, changes: Callable[[], bool] | None = None) -> None:
         """Before a write to the vendor: mark it pending in the register (made first, under
-        the write lock, when the store has none), once per holding of the lock."""
+        the write lock, when the store has none), once per holding of the lock; a write that
+        `changes` says changes nothing marks nothing."""
         if self._registering:  # the register is being made: it reads every vendor anyway
             return
         written = self._writing.get(threading.get_ident())
+        if written is not None and vendor_id in written:
+            return
+        if changes is not None and not changes():
+            return
         if written is None:  # a write outside the lock (a migration a reader runs)
             registry = self._find_registry()
             if registry is not None:
                 registry.mark_pending(vendor_id)
-            return
-        if vendor_id in written:
             return
         registry = self._find_registry() or self._build_registry()
         registry.mark_pending(vendor_id)
@@ -216,7 +223,7 @@ class EvidenceStore:
         registered = self.registered()
         if registered is None:
             return self._listed_vendor_ids()
-        return sorted(v for v, entry in registered.items() if not entry.pending or self.holds(v))
+        return sorted(registered)
 
     def holds(self, vendor_id: str) -> bool:
         """True when the vendor's evidence exists in the store."""
@@ -348,7 +355,7 @@ class EvidenceStore:
         return VendorStore(vendor_id, chunks, manifest,
                            batch_size=lambda: self.max_batch_size(),
                            chunk_writer=lambda *args: self.upsert(*args),
-                           before_write=lambda: self._written(vendor_id))
+                           before_write=lambda changes: self._written(vendor_id, changes))
 
     def upsert(self, vendor: VendorStore, records: Sequence[StoredRecord],
                embeddings: Any) -> None:

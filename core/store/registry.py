@@ -30,6 +30,7 @@ from typing import Any
 from core.models import FOLLOWUP_SOURCE_TYPE
 from core.reports import VendorStatus
 from core.store import writes
+from core.store.bindings import PERSISTED_AT_EVERY_WRITE
 from core.store.migrations import SCHEMA_VERSION
 from core.store.protocol import consistent_read
 from core.store.records import committed_versions, is_committed
@@ -106,8 +107,7 @@ def _entry(metadata: dict[str, Any]) -> Registered:
 class VendorRegistry:
     """The register's collection, read and written (writes only under the write lock)."""
 
-    def __init__(self, client: Any, collection: Any | None) -> None:
-        self._client = client
+    def __init__(self, collection: Any) -> None:
         self._collection = collection
 
     @classmethod
@@ -121,7 +121,7 @@ class VendorRegistry:
             return None
         if not (collection.metadata or {}).get(_COMPLETE):
             return None
-        return cls(client, collection)
+        return cls(collection)
 
     @classmethod
     def build(cls, client: Any, vendors: Sequence[VendorStore]) -> VendorRegistry:
@@ -130,8 +130,8 @@ class VendorRegistry:
         collection = writes.create(
             client, REGISTRY_COLLECTION, embedding_function=None,
             metadata={"registry_version": REGISTRY_VERSION, _COMPLETE: False},
-            configuration={"hnsw": {"sync_threshold": 1}})
-        registry = cls(client, collection)
+            configuration={"hnsw": PERSISTED_AT_EVERY_WRITE})
+        registry = cls(collection)
         registry.record(read_vendor_status(v) for v in vendors)
         writes.apply(collection, "modify",
                      metadata={"registry_version": REGISTRY_VERSION, _COMPLETE: True})

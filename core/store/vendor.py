@@ -94,15 +94,19 @@ class VendorStore:
     def __init__(self, vendor_id: str, chunks: Any, manifest: Any, *,
                  batch_size: Callable[[], int] | None = None,
                  chunk_writer: Callable[[VendorStore, Sequence[StoredRecord], Any], None]
-                 | None = None, before_write: Callable[[], None] | None = None) -> None:
+                 | None = None,
+                 before_write: Callable[[Callable[[], bool] | None], None] | None = None
+                 ) -> None:
         self.vendor_id = vendor_id
         self.chunks = chunks
         self.manifest = manifest
         self._batch_size = batch_size
         self._chunk_writer = chunk_writer
         # Told before every write to either collection (the store's register of vendors
-        # marks the vendor pending until the writer records what it left).
-        self._before_write = before_write or (lambda: None)
+        # marks the vendor pending until the writer records what it left); given, for a write
+        # that may change nothing, what tells whether it changes anything, asked only when
+        # the register needs to know.
+        self._before_write = before_write or (lambda changes: None)
 
     @property
     def collection_id(self) -> str:
@@ -192,7 +196,7 @@ class VendorStore:
         """Write these records again exactly as they are stored (text, metadata and vector),
         so the vector index holds them afresh."""
         if ids:
-            self._before_write()
+            self._before_write(None)
         batch = self.batch_size()
         for start in range(0, len(ids), batch):
             page = self.chunks.get(ids=list(ids[start : start + batch]),
@@ -215,7 +219,7 @@ class VendorStore:
                        embeddings: np.ndarray | Sequence[Sequence[float]]) -> None:
         """Upsert in batches under the client's maximum batch size."""
         if records:
-            self._before_write()
+            self._before_write(None)
         batch = self.batch_size()
         for start in range(0, len(records), batch):
             part = records[start : start + batch]
@@ -231,7 +235,7 @@ class VendorStore:
                               ) -> None:
         """Merge these keys into the stored metadata of each record (text and vector kept)."""
         if ids:
-            self._before_write()
+            self._before_write(None)
         writes.apply(self.chunks, "update", ids=list(ids), metadatas=list(metadatas))
 
     def delete_chunks(self, ids: Iterable[str] | None = None, where: FilterInput = None
@@ -242,13 +246,12 @@ class VendorStore:
         of one that does."""
         translated = chroma_where(where)
         if ids is None:
-            if self.holds_any(where):
-                self._before_write()
+            self._before_write(lambda: self.holds_any(where))
             writes.apply(self.chunks, "delete", where=translated)
             return
         ids = list(ids)
         if ids:
-            self._before_write()
+            self._before_write(None)
         batch = self.batch_size()
         for start in range(0, len(ids), batch):
             writes.apply(self.chunks, "delete", ids=ids[start : start + batch],
@@ -285,7 +288,7 @@ class VendorStore:
 
     def write_manifest(self, records: Sequence[tuple[str, dict[str, Any], str]]) -> None:
         """Upsert manifest records (id, metadata, text) in one write."""
-        self._before_write()
+        self._before_write(None)
         writes.apply(self.manifest, "upsert", ids=[i for i, _, _ in records],
                              metadatas=[m for _, m, _ in records],
                              embeddings=[[1.0]] * len(records),
@@ -294,7 +297,7 @@ class VendorStore:
     def delete_manifest(self, ids: Sequence[str], where: FilterInput = None) -> None:
         """Delete these manifest records (each only if it matches `where`), a batch at a time."""
         if ids:
-            self._before_write()
+            self._before_write(None)
         translated = chroma_where(where)
         batch = self.batch_size()
         for start in range(0, len(ids), batch):
