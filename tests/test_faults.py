@@ -48,6 +48,7 @@ from core.store import (
     writes,
 )
 from core.store.registry import REGISTRY_COLLECTION
+from core.store.scoping import SUFFIX
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
 from tests.support import payloads, warm
@@ -383,7 +384,9 @@ def _delete_label(collection: Any, *, where: dict[str, Any],
     if ids is not None:  # a replaced round's withdrawn answers, or their links
         what = "links" if collection.name.endswith("__manifest") else "answers"
         return f"delete withdrawn {what} ({len(ids)})"
-    doc_key = next(part["doc_key"] for part in where["$and"] if "doc_key" in part)
+    doc_key = next(str(value).rsplit(":", 1)[-1] if key.endswith(SUFFIX) else value
+                   for part in where["$and"] for key, value in part.items()
+                   if key.removesuffix(SUFFIX) == "doc_key")
     return f"delete chunks {DOC_NAMES.get(doc_key, doc_key)}"
 
 

@@ -254,7 +254,8 @@ def stored_links(settings: Settings) -> dict[str, tuple]:
                     where={"source_type": "follow_up_response"},
                     include=("documents", "metadatas"))
     return {i: (m.get("criterion_question_hash"), m.get("criterion_canonical_hash"),
-                m["original_criterion_question_text"], record_fingerprint(text, m))
+                m["original_criterion_question_text"],
+                record_fingerprint(text, m))
             for i, text, m in zip(found["ids"], found["documents"], found["metadatas"],
                                   strict=True)}
 

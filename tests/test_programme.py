@@ -19,7 +19,7 @@ import pytest
 from core.config import Settings
 from core.errors import UserInputError
 from core.ingest.questionnaire import parse_payload
-from core.store import VendorStore
+from core.store import SCHEMA_VERSION, VendorStore
 from core.store.registry import REGISTRY_COLLECTION
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
@@ -230,7 +230,7 @@ def test_a_store_of_the_schema_before_is_upgraded_to_persist_its_indexes(tmp_pat
     for name in ("vendor__acme__chunks", "vendor__acme__manifest"):
         collection = reopened.store.client.get_collection(name)
         assert collection.configuration["hnsw"]["sync_threshold"] == 1
-        assert collection.metadata["schema_version"] == 5
+        assert collection.metadata["schema_version"] == SCHEMA_VERSION
     chunks = reopened.store.client.get_collection("vendor__acme__chunks")
     segment = next(path for path in store.iterdir()
                    if path.is_dir() and (path / "index_metadata.pickle").exists()
@@ -283,3 +283,128 @@ def test_check_finds_records_the_vector_search_lost_and_writes_them_again(tmp_pa
     assert vendor.chunks.lost == set()
     assert "1 record the vector search missed written again" in mended.text()
     assert bench.check("acme", repair=False).search.unreachable == 0
+
+
+class FilterSpy:
+    """A ChromaDB client whose vendor collections record every metadata filter they are asked
+    (reads, searches and deletes), as ChromaDB receives it."""
+
+    def __init__(self, target: Any, filters: list[tuple[str, dict]], name: str = "") -> None:
+        self._target, self._filters, self._name = target, filters, name
+
+    def __getattr__(self, attribute: str) -> Any:
+        value = getattr(self._target, attribute)
+        if not callable(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("where") and self._name.startswith("vendor__"):
+                self._filters.append((self._name, kwargs["where"]))
+            result = value(*args, **kwargs)
+            if type(result).__name__ == "Collection":
+                return FilterSpy(result, self._filters, result.name)
+            return result
+
+        return call
+
+
+def conditions(where: dict) -> list[tuple[str, list]]:
+    """(key, values) of every condition of a ChromaDB filter."""
+    if "$and" in where:
+        return [c for part in where["$and"] for c in conditions(part)]
+    [(key, value)] = where.items()
+    if isinstance(value, dict):
+        [(_, operand)] = value.items()
+        return [(key, list(operand) if isinstance(operand, list) else [operand])]
+    return [(key, [value])]
+
+
+def collections_matching(store: Path, key: str, values: list) -> set[str]:
+    """The names of the collections holding a record whose metadata `key` has one of `values`
+    (what ChromaDB's SQL reads for that condition, store-wide)."""
+    import sqlite3
+
+    column = {str: "string_value", bool: "bool_value", int: "int_value", float: "float_value"}
+    found: set[str] = set()
+    with sqlite3.connect(store / "chroma.sqlite3") as db:
+        for value in values:
+            rows = db.execute(
+                "SELECT DISTINCT c.name FROM embedding_metadata AS m "
+                "JOIN embeddings AS e ON e.id = m.id JOIN segments AS s ON s.id = e.segment_id "
+                f"JOIN collections AS c ON c.id = s.collection "
+                f"WHERE m.key = ? AND m.{column[type(value)]} = ?", (key, value)).fetchall()
+            found |= {name for (name,) in rows}
+    return found
+
+
+def test_every_filter_an_ingest_a_replacement_and_a_retrieve_send_reads_one_vendor(tmp_path):
+    # Two vendors who send the same file and are asked the same criteria: every value a
+    # filter could share between them.
+    store = tmp_path / "store"
+    bench = bench_at(store)
+    policy = tmp_path / "policy.md"
+    policy.write_text("# Access\n\nAccess is reviewed quarterly.\n", encoding="utf-8")
+    for vendor in ("acme", "globex"):
+        bench.ingest_documents(vendor, [policy])
+        bench.ingest_questionnaire({**payload("shared"), "vendor_id": vendor})
+
+    filters: list[tuple[str, dict]] = []
+    spied = bench_at(store)
+    spied.store._client = FilterSpy(spied.store.client, filters)
+    policy.write_text("# Access\n\nAccess is reviewed monthly.\n", encoding="utf-8")
+    spied.ingest_documents("acme", [policy])
+    spied.ingest_questionnaire({**payload("shared", round_number=1), "vendor_id": "acme",
+                                "responses": payload("shared")["responses"][:1]})
+    criterion = payload("shared")["responses"][0]["criterion_question_text"]
+    for strategy in ("precedence", "tiered", "hybrid"):
+        spied.retrieve("acme", criterion, strategy)
+    spied.store_state("acme")
+
+    assert filters, "the ingest, the replacement and the retrieves filter on metadata"
+    for collection, where in filters:
+        assert collection.startswith("vendor__acme__")
+        for key, values in conditions(where):
+            matching = collections_matching(store, key, values)
+            assert matching <= {"vendor__acme__chunks", "vendor__acme__manifest"}, (
+                f"{key} in {where} reads {sorted(matching)}")
+
+
+def test_a_store_of_schema_5_gets_its_scoped_filter_keys_and_answers_the_same(tmp_path):
+    from core.store.scoping import SCOPED_KEYS, SUFFIX, scoped_key
+
+    store = tmp_path / "store"
+    bench = bench_at(store)
+    policy = tmp_path / "policy.md"
+    policy.write_text("# Access\n\nAccess is reviewed quarterly.\n", encoding="utf-8")
+    bench.ingest_documents("acme", [policy])
+    bench.ingest_questionnaire(payload("acme"))
+    criterion = payload("acme")["responses"][1]["criterion_question_text"]
+    before = bench.retrieve("acme", criterion, "tiered")
+
+    # As schema 5 wrote it: no scoped copies, version 5 recorded.
+    client = bench.store.client
+    for name in ("vendor__acme__chunks", "vendor__acme__manifest"):
+        collection = client.get_collection(name)
+        found = collection.get(include=["metadatas", "documents", "embeddings"])
+        collection.delete(ids=found["ids"])
+        collection.add(ids=found["ids"], documents=found["documents"],
+                       embeddings=found["embeddings"],
+                       metadatas=[{k: v for k, v in m.items() if not k.endswith(SUFFIX)}
+                                  for m in found["metadatas"]])
+        collection.modify(metadata={**collection.metadata, "schema_version": 5})
+
+    reopened = bench_at(store)
+    after = reopened.retrieve("acme", criterion, "tiered")
+    assert [h.id for h in after.hash_path] == [h.id for h in before.hash_path]
+    assert len(after.hash_path) == 1
+    for name in ("vendor__acme__chunks", "vendor__acme__manifest"):
+        collection = reopened.store.client.get_collection(name)
+        assert collection.metadata["schema_version"] == SCHEMA_VERSION
+        metadatas = collection.get(include=["metadatas"])["metadatas"]
+        assert any(SCOPED_KEYS & set(m) for m in metadatas)
+        for metadata in metadatas:
+            assert all(scoped_key(k) in metadata for k in SCOPED_KEYS & set(metadata)), metadata
+    # What readers are handed carries no scoped copy.
+    vendor = reopened.store.open_vendor("acme")
+    assert not any(k.endswith(SUFFIX) for c in vendor.records() for k in c.metadata)
+    assert not any(k.endswith(SUFFIX) for _, m in vendor.manifest_records() for k in m)

@@ -22,10 +22,11 @@ from core.store.bindings import persist_at_every_write
 from core.store.filters import Where
 from core.store.protocol import commit_links
 from core.store.records import MANIFEST_GENERATION_ID, link_metadata, new_generation
+from core.store.scoping import SCOPED_SINCE
 from core.store.vendor import VendorStore
 
 # The schema this program writes; the steps below upgrade older stores to it in place.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # The first version a store recorded; older stores recorded none and cannot be told apart.
 FIRST_SCHEMA_VERSION = 1
 # Records rewritten per call; well under any ChromaDB client's maximum batch size.
@@ -95,11 +96,19 @@ def _persist_vector_indexes(vendor: VendorStore) -> None:
     persist_at_every_write(vendor.chunks)
 
 
+def _record_scoped_filter_keys(vendor: VendorStore) -> None:
+    """Every record of both collections gets the scoped copies of its filtered keys
+    (core/store/scoping.py), which records written since carry from the start; filters use
+    them once this step is recorded. A record that already carries them is left alone."""
+    vendor.record_scoped_keys(batch=UPDATE_BATCH)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "record_manifest_generation", _record_manifest_generation),
     Migration(3, "record_canonical_criterion_hash", _record_canonical_criterion_hash),
     Migration(4, "record_followup_links", _record_followup_links),
     Migration(5, "persist_vector_indexes", _persist_vector_indexes),
+    Migration(SCOPED_SINCE, "record_scoped_filter_keys", _record_scoped_filter_keys),
 )
 
 

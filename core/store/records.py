@@ -15,6 +15,7 @@ import numpy as np
 
 from core.hashing import canonical_criterion_question_hash
 from core.models import FOLLOWUP_SOURCE_TYPE, StoredRecord
+from core.store.scoping import without_scopes
 
 # A record of the manifest collection that is not a document: every commit rewrites it in
 # the same write as the document's entry, so readers can tell in one small read whether the
@@ -70,10 +71,11 @@ class Neighbour:
 
 
 def record_fingerprint(text: str, metadata: dict[str, Any]) -> str:
-    """A digest of a stored record as a reader gets it back: its text and every metadata key.
-    A round sent again keeps its ids, so only this tells an edited answer from the old one."""
-    return hashlib.sha256(json.dumps([text, metadata], sort_keys=True).encode("utf-8")
-                          ).hexdigest()
+    """A digest of a stored record as a reader gets it back: its text and every metadata key
+    (the store's scoped copies of filtered keys left out, see core/store/scoping.py). A round
+    sent again keeps its ids, so only this tells an edited answer from the old one."""
+    return hashlib.sha256(json.dumps([text, without_scopes(metadata)], sort_keys=True
+                                     ).encode("utf-8")).hexdigest()
 
 
 def new_generation() -> dict[str, str]:

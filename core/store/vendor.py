@@ -24,6 +24,7 @@ from core.store.records import (
     StoredChunk,
     is_withdrawn,
 )
+from core.store.scoping import SCOPED_SINCE, scoped_where, with_scopes, without_scopes
 
 # Records per page of a metadata lookup.
 PAGE_SIZE = 5000
@@ -77,9 +78,14 @@ def get_all(collection: Any, *, where: FilterInput = None,
 def _chunks_of(found: dict[str, list], *, vectors: bool = False) -> list[StoredChunk]:
     texts = found.get("documents")
     return [StoredChunk(record_id, texts[i] if texts is not None else "",
-                        dict(found["metadatas"][i]),
+                        without_scopes(found["metadatas"][i]),
                         np.asarray(found["embeddings"][i], dtype=np.float32) if vectors else None)
             for i, record_id in enumerate(found["ids"])]
+
+
+def _schema_version(collection: Any) -> int:
+    version = (collection.metadata or {}).get("schema_version")
+    return version if isinstance(version, int) and not isinstance(version, bool) else 0
 
 
 class HasEmbedding(Protocol):
@@ -109,6 +115,20 @@ class VendorStore:
         self._before_write = before_write or (lambda changes: None)
 
     @property
+    def scoped(self) -> bool:
+        """Whether every record of the vendor carries its scoped filter keys
+        (core/store/scoping.py): both collections record schema 6 or later."""
+        return all(_schema_version(c) >= SCOPED_SINCE for c in (self.chunks, self.manifest))
+
+    def scope_filter(self, where: FilterInput) -> Where | None:
+        """The filter as this vendor's records are asked it: on the scoped keys where the
+        records carry them, so its cost is the vendor's, not the store's."""
+        found = Where.of(where)
+        if not found or not self.scoped:
+            return found
+        return scoped_where(self.vendor_id, found)
+
+    @property
     def collection_id(self) -> str:
         """The chunk collection's id: another store's (or a re-made vendor's) differs."""
         return str(self.chunks.id)
@@ -126,11 +146,12 @@ class VendorStore:
                 page_size: int = PAGE_SIZE) -> list[StoredChunk]:
         """Every chunk record whose metadata matches (markers included), with its text."""
         include = ("documents", "metadatas") if text else ("metadatas",)
-        return _chunks_of(get_all(self.chunks, where=where, include=include,
+        return _chunks_of(get_all(self.chunks, where=self.scope_filter(where), include=include,
                                   page_size=page_size))
 
     def record_ids(self, where: FilterInput = None, *, page_size: int = PAGE_SIZE) -> list[str]:
-        return get_all(self.chunks, where=where, include=(), page_size=page_size)["ids"]
+        return get_all(self.chunks, where=self.scope_filter(where), include=(),
+                       page_size=page_size)["ids"]
 
     def records_by_ids(self, ids: Sequence[str], *, vectors: bool = False,
                        batch_size: int | None = None) -> list[StoredChunk]:
@@ -153,13 +174,14 @@ class VendorStore:
 
     def holds_any(self, where: FilterInput) -> bool:
         """Whether any chunk record matches (a one-record lookup)."""
-        return bool(self.chunks.get(where=chroma_where(where), limit=1, include=[])["ids"])
+        return bool(self.chunks.get(where=chroma_where(self.scope_filter(where)), limit=1,
+                                    include=[])["ids"])
 
     def page(self, where: FilterInput = None, *, contains: str | None = None, limit: int,
              offset: int) -> tuple[list[StoredChunk], int]:
         """One page of chunk records (those deleted while read left out), optionally holding
         `contains` in their text, and how many the page read."""
-        found = self.chunks.get(where=chroma_where(where),
+        found = self.chunks.get(where=chroma_where(self.scope_filter(where)),
                                 where_document={"$contains": contains} if contains else None,
                                 limit=limit, offset=offset, include=["documents", "metadatas"])
         present = present_rows(found, ("metadatas",))
@@ -227,7 +249,7 @@ class VendorStore:
                 self.chunks, "upsert",
                 ids=[r.id for r in part],
                 documents=[r.text for r in part],
-                metadatas=[r.metadata for r in part],
+                metadatas=[with_scopes(self.vendor_id, r.metadata) for r in part],
                 embeddings=np.asarray(embeddings[start : start + batch], dtype=np.float32),
             )
 
@@ -236,7 +258,8 @@ class VendorStore:
         """Merge these keys into the stored metadata of each record (text and vector kept)."""
         if ids:
             self._before_write(None)
-        writes.apply(self.chunks, "update", ids=list(ids), metadatas=list(metadatas))
+        writes.apply(self.chunks, "update", ids=list(ids),
+                     metadatas=[with_scopes(self.vendor_id, m) for m in metadatas])
 
     def delete_chunks(self, ids: Iterable[str] | None = None, where: FilterInput = None
                       ) -> None:
@@ -244,7 +267,7 @@ class VendorStore:
         batch at a time; without ids, every record matching `where`. A delete that finds
         nothing to delete changes nothing a reader sees, so the store's register is told only
         of one that does."""
-        translated = chroma_where(where)
+        translated = chroma_where(self.scope_filter(where))
         if ids is None:
             self._before_write(lambda: self.holds_any(where))
             writes.apply(self.chunks, "delete", where=translated)
@@ -257,12 +280,28 @@ class VendorStore:
             writes.apply(self.chunks, "delete", ids=ids[start : start + batch],
                          where=translated)
 
+    def record_scoped_keys(self, *, batch: int) -> None:
+        """Give every record of both collections the scoped copies of its filtered keys
+        (those that lack them), `batch` records per write; text and vectors are kept."""
+        for collection in (self.chunks, self.manifest):
+            found = get_all(collection, include=("metadatas",))
+            changed = [(record_id, scoped) for record_id, metadata in
+                       zip(found["ids"], found["metadatas"], strict=True)
+                       if (scoped := with_scopes(self.vendor_id, metadata)) != metadata]
+            if changed:
+                self._before_write(None)
+            for start in range(0, len(changed), batch):
+                part = changed[start : start + batch]
+                writes.apply(collection, "update", ids=[i for i, _ in part],
+                             metadatas=[m for _, m in part])
+
     # Manifest --------------------------------------------------------------------------
 
     def manifest_records(self) -> list[tuple[str, dict[str, Any]]]:
         """Every manifest record (documents, links, the generation) with its metadata."""
         found = get_all(self.manifest, include=("metadatas",))
-        return list(zip(found["ids"], found["metadatas"], strict=True))
+        return [(record_id, without_scopes(metadata))
+                for record_id, metadata in zip(found["ids"], found["metadatas"], strict=True)]
 
     def documents(self) -> dict[str, dict[str, Any]]:
         """doc_key -> manifest entry of each document whose ingest completed (the generation
@@ -282,15 +321,16 @@ class VendorStore:
     def links(self, where: Where | None = None) -> dict[str, dict[str, Any]]:
         """follow-up id -> its link record's metadata, for every link the manifest holds (and
         matches `where`). A link may name a response that is not written yet."""
-        found = get_all(self.manifest, where=Where.eq(**{KIND_KEY: LINK_KIND}) & (where or Where()),
+        found = get_all(self.manifest,
+                        where=self.scope_filter(Where.eq(**{KIND_KEY: LINK_KIND}) & (where or Where())),
                         include=("metadatas",))
-        return {str(meta["followup_id"]): dict(meta) for meta in found["metadatas"]}
+        return {str(meta["followup_id"]): without_scopes(meta) for meta in found["metadatas"]}
 
     def write_manifest(self, records: Sequence[tuple[str, dict[str, Any], str]]) -> None:
         """Upsert manifest records (id, metadata, text) in one write."""
         self._before_write(None)
         writes.apply(self.manifest, "upsert", ids=[i for i, _, _ in records],
-                             metadatas=[m for _, m, _ in records],
+                             metadatas=[with_scopes(self.vendor_id, m) for _, m, _ in records],
                              embeddings=[[1.0]] * len(records),
                              documents=[d for _, _, d in records])
 
@@ -298,7 +338,7 @@ class VendorStore:
         """Delete these manifest records (each only if it matches `where`), a batch at a time."""
         if ids:
             self._before_write(None)
-        translated = chroma_where(where)
+        translated = chroma_where(self.scope_filter(where))
         batch = self.batch_size()
         for start in range(0, len(ids), batch):
             writes.apply(self.manifest, "delete", ids=list(ids[start : start + batch]),
@@ -333,7 +373,7 @@ class VendorEvidence:
             # No count() first: a write between the two reads would size the window for a
             # store that no longer exists; ChromaDB answers a wider window with all it has.
             result = self.vendor.chunks.query(query_embeddings=[embedding], n_results=window,
-                                              where=chroma_where(where),
+                                              where=chroma_where(self.vendor.scope_filter(where)),
                                               include=["documents", "metadatas", "distances"])
             rows = list(zip(result["ids"][0], result["documents"][0], result["metadatas"][0],
                             result["distances"][0], strict=True))
@@ -346,7 +386,7 @@ class VendorEvidence:
                 if metadata is None:  # deleted while the query ran (see present_rows)
                     continue
                 ok = bool(self._is_committed(metadata))
-                found.append(Neighbour(StoredChunk(record_id, text, dict(metadata)),
+                found.append(Neighbour(StoredChunk(record_id, text, without_scopes(metadata)),
                                        1.0 - float(distance), ok))
                 committed += ok
                 if committed == n:
