@@ -2,6 +2,10 @@
 
     python benchmarks/programme.py --vendors 1000              # an embedded store
     python benchmarks/programme.py --vendors 1000 --server     # the same on a `chroma run`
+    python benchmarks/programme.py --vendors 1000 --server --plain-server
+
+A server is measured as its operator sets it up (`python -m core.store.lookups DIR` adds the
+two lookup indexes ChromaDB's schema lacks); `--plain-server` leaves them out.
 
 Every vendor holds one policy of 30 sections (30 chunks) and one questionnaire round of 8
 answers, written through the library with an embedder that hashes words (no model time is
@@ -187,7 +191,7 @@ def run_job(name: str, **arguments: Any) -> dict[str, Any]:
 class Server:
     """`chroma run` on 127.0.0.1, on a free port, for the length of the run."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, lookup_indexes: bool = True) -> None:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]
@@ -201,12 +205,20 @@ class Server:
             try:
                 with urllib.request.urlopen(
                         f"http://127.0.0.1:{self.port}/api/v2/heartbeat", timeout=2):
-                    return
+                    break
             except OSError:
                 if self.process.poll() is not None:
                     raise SystemExit("chroma run exited before answering") from None
                 time.sleep(0.1)
-        raise SystemExit("chroma run did not answer its heartbeat")
+        else:
+            raise SystemExit("chroma run did not answer its heartbeat")
+        # What the server's operator does once (core/store/lookups.py): ChromaDB's schema
+        # lacks two lookup indexes, without which every call scans every collection's rows.
+        self.lookup_indexes = lookup_indexes
+        if lookup_indexes:
+            from core.store.lookups import index_lookups
+
+            index_lookups(path / "chroma.sqlite3", timeout_s=60.0)
 
     def rss_mb(self) -> float:
         status = Path(f"/proc/{self.process.pid}/status").read_text()
@@ -309,6 +321,7 @@ def measure(vendors: int, folder: Path, server: Server | None,
     }
     if server is not None:
         result["server_rss_mb"] = round(server.rss_mb(), 1)
+        result["server_lookup_indexes"] = server.lookup_indexes
     return result
 
 
@@ -317,6 +330,9 @@ def main() -> int:
     parser.add_argument("--vendors", type=int, default=1000)
     parser.add_argument("--server", action="store_true",
                         help="measure on a `chroma run` server instead of an embedded store")
+    parser.add_argument("--plain-server", action="store_true",
+                        help="leave the server's SQLite without the two lookup indexes its "
+                             "operator adds (python -m core.store.lookups DIR)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="build in this folder and keep it (default: a temporary one)")
     parser.add_argument("--job", help=argparse.SUPPRESS)
@@ -333,8 +349,9 @@ def main() -> int:
     try:
         server = one_vendor_server = None
         if args.server:
-            server = Server(folder / "server-store")
-            one_vendor_server = Server(folder / "one-vendor-server-store")
+            indexed = not args.plain_server
+            server = Server(folder / "server-store", lookup_indexes=indexed)
+            one_vendor_server = Server(folder / "one-vendor-server-store", lookup_indexes=indexed)
             servers = [server, one_vendor_server]
         result = measure(args.vendors, folder, server, one_vendor_server)
     finally:
@@ -344,7 +361,8 @@ def main() -> int:
             shutil.rmtree(folder, ignore_errors=True)
     print(json.dumps(result))
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"programme-{result['store']}-{args.vendors}.json").write_text(
+    kind = "plain-server" if args.server and args.plain_server else result["store"]
+    (RESULTS / f"programme-{kind}-{args.vendors}.json").write_text(
         json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0
 

@@ -408,3 +408,44 @@ def test_a_store_of_schema_5_gets_its_scoped_filter_keys_and_answers_the_same(tm
     vendor = reopened.store.open_vendor("acme")
     assert not any(k.endswith(SUFFIX) for c in vendor.records() for k in c.metadata)
     assert not any(k.endswith(SUFFIX) for _, m in vendor.manifest_records() for k in m)
+
+
+def test_a_servers_operator_adds_the_lookup_indexes_once_and_bad_folders_change_nothing(
+        tmp_path):
+    import sqlite3
+
+    import chromadb
+
+    def lookups(folder: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "core.store.lookups", str(folder)],
+                              capture_output=True, text=True, cwd=REPO)
+
+    def indexes(database: Path) -> set[str]:
+        with sqlite3.connect(database) as db:
+            return {name for (name,) in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index' "
+                "AND name LIKE 'evidence_%'")}
+
+    # A store ChromaDB made itself, as `chroma run --path` does: without the indexes.
+    served = tmp_path / "served"
+    chromadb.PersistentClient(path=str(served)).get_or_create_collection("vendor__a__chunks")
+    assert indexes(served / "chroma.sqlite3") == set()
+
+    done = lookups(served)
+    assert done.returncode == 0, done.stderr
+    assert "added evidence_segments_by_collection, evidence_queue_by_topic" in done.stdout
+    assert indexes(served / "chroma.sqlite3") == {"evidence_segments_by_collection",
+                                                  "evidence_queue_by_topic"}
+    again = lookups(served)
+    assert again.returncode == 0 and "already there" in again.stdout
+
+    missing = lookups(tmp_path / "nowhere")
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    other = tmp_path / "other"
+    other.mkdir()
+    with sqlite3.connect(other / "chroma.sqlite3") as db:
+        db.execute("CREATE TABLE notes (text TEXT)")
+    refused = lookups(other)
+    assert refused.returncode == 2 and "not a ChromaDB store" in refused.stderr
+    assert indexes(other / "chroma.sqlite3") == set()

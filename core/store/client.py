@@ -4,7 +4,6 @@ names it and the setting to look at, never the token."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from pathlib import Path
 from typing import Any
@@ -46,31 +45,16 @@ def connect(settings: Settings, location: str) -> Any:
             f"Cannot open the {location}: {_one_line(exc)}")) from exc
 
 
-# Two lookups ChromaDB 1.5 makes on every read and write of a collection, by columns its
-# SQLite schema does not index: a collection's segments, and its entries in the write log.
-# Each scanned every collection's rows, so every call grew with the number of vendors (at
-# 1,000 vendors a small upsert took 18.6 ms against 11.6 in a store of one; 13.0 with these).
-_LOOKUP_INDEXES = {
-    "evidence_segments_by_collection": "segments (collection)",
-    "evidence_queue_by_topic": "embeddings_queue (topic, seq_id)",
-}
-
-
 def index_lookups(database: Path) -> None:
-    """Add the indexes above to an embedded store's SQLite file when it lacks them (names
-    of our own, which no ChromaDB migration uses; a no-op once they exist). A file that cannot
-    take them now (read-only, or a writer holding it past the wait) is read without them:
-    they make lookups faster and change nothing else."""
+    """Add the lookup indexes ChromaDB's schema lacks (core/store/lookups.py) to an embedded
+    store's SQLite file. A file that cannot take them now (read-only, or a writer holding it
+    past the wait) is read without them: they make lookups faster and change nothing else."""
     import sqlite3
 
+    from core.store.lookups import index_lookups as add
+
     try:
-        with contextlib.closing(sqlite3.connect(database, timeout=5.0)) as db:
-            present = {name for (name,) in db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'evidence_%'")}
-            for name, columns in _LOOKUP_INDEXES.items():
-                if name not in present:
-                    db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {columns}")
-            db.commit()
+        add(database)
     except sqlite3.Error:
         return
 
