@@ -321,9 +321,8 @@ class VendorStore:
     def links(self, where: Where | None = None) -> dict[str, dict[str, Any]]:
         """follow-up id -> its link record's metadata, for every link the manifest holds (and
         matches `where`). A link may name a response that is not written yet."""
-        found = get_all(self.manifest,
-                        where=self.scope_filter(Where.eq(**{KIND_KEY: LINK_KIND}) & (where or Where())),
-                        include=("metadatas",))
+        linked = Where.eq(**{KIND_KEY: LINK_KIND}) & (where or Where())
+        found = get_all(self.manifest, where=self.scope_filter(linked), include=("metadatas",))
         return {str(meta["followup_id"]): without_scopes(meta) for meta in found["metadatas"]}
 
     def write_manifest(self, records: Sequence[tuple[str, dict[str, Any], str]]) -> None:
