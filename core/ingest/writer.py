@@ -2,9 +2,9 @@
 
 A document is written in three steps: 1. the chunks of the new version; 2. the manifest
 entry (with a new generation) that makes them visible; 3. the old version's chunks removed.
-Chunks are embedded and written a step of at most 512 at a time, across documents, so memory
-holds one step's vectors whatever the size of the ingest; each document is committed as soon
-as its last chunk is written.
+Chunks are embedded and written a step of at most 512 at a time, across documents (the next
+step embedded while this one is written), so memory holds two steps' vectors whatever the size
+of the ingest; each document is committed as soon as its last chunk is written.
 A crash anywhere leaves the old version or the new one, never half of either: readers count
 only chunks whose version the manifest names.
 
@@ -20,6 +20,7 @@ write them are not written again."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -204,38 +205,59 @@ class EvidenceWriter:
         total = sum(len(item.doc.chunks) for item in pending)
         step_size = self.write_step()
         vendor: VendorStore | None = None
-        step: list[StoredRecord] = []
-        finished: list[_Pending] = []  # documents whose last chunk is in `step`
         written = 0
 
-        def write_step() -> None:
-            nonlocal vendor, written
-            vectors = (self.embed([r.text for r in step], progress, done=written, total=total)
-                       if step else None)
-            if vendor is None:
-                vendor = self.store.open_vendor(vendor_id, create=True,
-                                                embedding_model=self.embedder.name)
-            if step:
-                vendor.write_chunks(step, vectors)  # 1. the new versions' chunks
-            for item in finished:
-                self._commit_document(vendor, item, doc_type, round_number)
-            written += len(step)
-            step.clear()
-            finished.clear()
-
-        for item in pending:
-            records = document_records(vendor_id, item.doc, item.doc_key, item.version,
-                                       doc_type, round_number)
-            if not records:
-                finished.append(item)
-            for index, record in enumerate(records, start=1):
-                step.append(record)
-                if index == len(records):
+        def steps() -> Iterator[tuple[list[StoredRecord], list[_Pending]]]:
+            """(chunks, documents whose last chunk is among them), a step at a time."""
+            step: list[StoredRecord] = []
+            finished: list[_Pending] = []
+            for item in pending:
+                records = document_records(vendor_id, item.doc, item.doc_key, item.version,
+                                           doc_type, round_number)
+                if not records:
                     finished.append(item)
-                if len(step) == step_size:
-                    write_step()
-        if step or finished:
-            write_step()
+                for index, record in enumerate(records, start=1):
+                    step.append(record)
+                    if index == len(records):
+                        finished.append(item)
+                    if len(step) == step_size:
+                        yield step, finished
+                        step, finished = [], []
+            if step or finished:
+                yield step, finished
+
+        embedder = self.embedder  # loaded here, not on the embedding thread
+
+        def embed(step: list[StoredRecord]) -> np.ndarray | None:
+            return self.embed([r.text for r in step], None) if step else None
+
+        # The next step is embedded on a second thread while this one is written: the model
+        # and ChromaDB's writes both release the interpreter, so the writes cost little time
+        # of their own. Every write stays on this thread, in order; a step's vectors are
+        # complete before any of its chunks is written.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed") as embedding:
+            upcoming = steps()
+            current = next(upcoming, None)
+            vectors_ahead = embedding.submit(embed, current[0]) if current else None
+            try:
+                while current is not None and vectors_ahead is not None:
+                    step, finished = current
+                    vectors = vectors_ahead.result()
+                    current = next(upcoming, None)
+                    vectors_ahead = embedding.submit(embed, current[0]) if current else None
+                    if step and progress:
+                        progress("embedding", written + len(step), total)
+                    if vendor is None:
+                        vendor = self.store.open_vendor(vendor_id, create=True,
+                                                        embedding_model=embedder.name)
+                    if step:
+                        vendor.write_chunks(step, vectors)  # 1. the new versions' chunks
+                    for item in finished:
+                        self._commit_document(vendor, item, doc_type, round_number)
+                    written += len(step)
+            finally:
+                if vectors_ahead is not None:
+                    vectors_ahead.cancel()
         return written
 
     def _commit_document(self, vendor: VendorStore, item: _Pending, doc_type: str,
