@@ -5,7 +5,9 @@
     python benchmarks/programme.py --vendors 1000 --server --plain-server
 
 A server is measured as its operator sets it up (`python -m core.store.lookups DIR` adds the
-two lookup indexes ChromaDB's schema lacks); `--plain-server` leaves them out.
+two lookup indexes ChromaDB's schema lacks, and its configuration file bounds the vector
+indexes it keeps loaded to `EVIDENCE_STORE_OPEN_INDEXES`); `--plain-server` runs it as
+`chroma run --path` does.
 
 Every vendor holds one policy of 30 sections (30 chunks) and one questionnaire round of 8
 answers, written through the library with an embedder that hashes words (no model time is
@@ -191,15 +193,25 @@ def run_job(name: str, **arguments: Any) -> dict[str, Any]:
 class Server:
     """`chroma run` on 127.0.0.1, on a free port, for the length of the run."""
 
-    def __init__(self, path: Path, *, lookup_indexes: bool = True) -> None:
+    def __init__(self, path: Path, *, lookup_indexes: bool = True,
+                 open_indexes: int | None = None) -> None:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]
         chroma = Path(sys.executable).with_name("chroma")
         self.log = open(path.parent / "chroma-server.log", "ab")  # noqa: SIM115
+        # As an operator bounds the vector indexes a server keeps loaded (ChromaDB's default
+        # is 65,536): the server's own configuration file, ChromaDB's keys.
+        self.open_indexes = open_indexes
+        config = path.parent / f"{path.name}.yaml"
+        lines = [f"port: {self.port}", 'listen_address: "127.0.0.1"',
+                 f"persist_path: {json.dumps(str(path))}"]
+        if open_indexes is not None:
+            lines += ["segment_manager:", "  hnsw_index_pool_cache_config:", "    memory:",
+                      f"      capacity: {open_indexes}"]
+        config.write_text("\n".join(lines) + "\n", encoding="utf-8")
         self.process = subprocess.Popen(
-            [str(chroma), "run", "--path", str(path), "--host", "127.0.0.1", "--port",
-             str(self.port)], stdout=self.log, stderr=subprocess.STDOUT,
+            [str(chroma), "run", str(config)], stdout=self.log, stderr=subprocess.STDOUT,
             env={**os.environ, "ANONYMIZED_TELEMETRY": "False"})
         for _ in range(600):
             try:
@@ -322,6 +334,7 @@ def measure(vendors: int, folder: Path, server: Server | None,
     if server is not None:
         result["server_rss_mb"] = round(server.rss_mb(), 1)
         result["server_lookup_indexes"] = server.lookup_indexes
+        result["server_open_indexes"] = server.open_indexes
     return result
 
 
@@ -350,8 +363,12 @@ def main() -> int:
         server = one_vendor_server = None
         if args.server:
             indexed = not args.plain_server
-            server = Server(folder / "server-store", lookup_indexes=indexed)
-            one_vendor_server = Server(folder / "one-vendor-server-store", lookup_indexes=indexed)
+            from core.config import Settings
+
+            bound = None if args.plain_server else Settings().store_open_indexes
+            server = Server(folder / "server-store", lookup_indexes=indexed, open_indexes=bound)
+            one_vendor_server = Server(folder / "one-vendor-server-store",
+                                       lookup_indexes=indexed, open_indexes=bound)
             servers = [server, one_vendor_server]
         result = measure(args.vendors, folder, server, one_vendor_server)
     finally:
