@@ -10,10 +10,18 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 from core.errors import StoreError
-from core.retrieval.lexical import _TABLES, BUSY_TIMEOUT_S, SCHEMA_VERSION, _version_key
+from core.retrieval.lexical import (
+    _TABLES,
+    BUSY_TIMEOUT_S,
+    SCHEMA_VERSION,
+    _instances,
+    _read_blocks,
+    _version_key,
+)
 from core.store.audit import StoreRead
 
 # The lexical counts that are differences (lingering rows are allowed).
@@ -33,7 +41,9 @@ class LexicalFindings(BaseModel):
     stale: int = Field(0, description="rows with another text, metadata or fingerprint")
     withdrawn: int = Field(0, description="rows of answers a replaced round withdrew")
     fts_mismatch: int = Field(0, description="rows without full-text rows and the reverse, "
-                                             "and a full-text index failing its check")
+                                             "a full-text index failing its check, and rows "
+                                             "whose postings or length disagree with the "
+                                             "full-text index")
     records: int = Field(0, description="the index's notes of versions and fingerprints "
                                         "that disagree with its rows or the store")
     lingering: int = Field(0, description="rows of a replaced version whose chunks are still "
@@ -67,6 +77,10 @@ class IndexRead:
     rows: dict[str, IndexRow] = field(default_factory=dict)
     fts_only: int = 0
     intact: bool = True
+    # Rowids of rows (in `rows`) whose postings or length disagree with the full-text index,
+    # and how many rowids in neither table the postings or lengths still hold.
+    postings_rows: set[int] = field(default_factory=set)
+    postings_orphans: int = 0
 
 
 def read_index(path: Any) -> IndexRead | None:
@@ -110,12 +124,73 @@ def _read_index(db: sqlite3.Connection) -> IndexRead:
         intact = True
     except sqlite3.DatabaseError:
         intact = False
+    postings_rows: set[int] = set()
+    orphans = 0
+    if intact:  # a damaged full-text index is rebuilt anyway, postings and all
+        texts = [rowid for (rowid,) in db.execute("SELECT rowid FROM chunk_text")]
+        off = _postings_disagreeing(db, texts)
+        indexed = {row.rowid for row in rows.values()}
+        postings_rows = off & indexed
+        orphans = len(off - indexed - set(texts))
     return IndexRead(
         schema_ok=True, collection_id=meta.get("collection_id"),
         generation=meta.get("generation"),
         versions=set(db.execute("SELECT doc_key, version FROM versions").fetchall()),
         followups=dict(db.execute("SELECT id, fingerprint FROM followups").fetchall()),
-        rows=rows, fts_only=fts_only, intact=intact)
+        rows=rows, fts_only=fts_only, intact=intact, postings_rows=postings_rows,
+        postings_orphans=orphans)
+
+
+def _postings_disagreeing(db: sqlite3.Connection, texts: list[int]) -> set[int]:
+    """The rowids whose postings (terms, frequencies, offsets) or length differ from what the
+    full-text index holds of them (`texts`: the full-text table's rowids): the postings are
+    what queries rank by, and must be the full-text index's to the token."""
+    db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.audit_instances "
+               "USING fts5vocab(main, chunk_text, instance)")
+    truth = _instances(db, "temp.audit_instances")
+    stored = _read_blocks(db.execute("SELECT term, block, rowids, tfs, positions FROM postings "
+                                     "ORDER BY term, block"), positions=True)
+    off: set[int] = set()
+    for term in truth.keys() | stored.keys():
+        expected, held = truth.get(term), stored.get(term)
+        if (expected is not None and held is not None
+                and np.array_equal(expected.rowids, held.rowids)
+                and np.array_equal(expected.tfs, held.tfs)
+                and np.array_equal(expected.positions, held.positions)):
+            continue
+        by_row = [_offsets_by_row(found) for found in (expected, held)]
+        off.update(rowid for rowid in by_row[0].keys() | by_row[1].keys()
+                   if by_row[0].get(rowid) != by_row[1].get(rowid))
+
+    # A row's length: its tokens, for every row of the full-text table (an empty text has 0);
+    # -1 where a table holds no length.
+    in_text = np.array(texts, dtype=np.int64)
+    every = [found.rowids for found in truth.values()]
+    rowids = np.concatenate(every) if every else np.zeros(0, dtype=np.int64)
+    tfs = np.concatenate([found.tfs for found in truth.values()]) if every else rowids
+    held = _read_blocks(db.execute("SELECT 'lengths', block, rowids, lengths FROM lengths "
+                                   "ORDER BY block"), positions=False).get("lengths")
+    held_rowids = held.rowids if held is not None else np.zeros(0, dtype=np.int64)
+    size = 1 + max([0] + [int(a.max()) for a in (in_text, rowids, held_rowids) if len(a)])
+    expected = np.full(size, -1, dtype=np.int64)
+    expected[in_text] = 0
+    expected[rowids] = 0
+    expected += np.bincount(rowids, weights=tfs, minlength=size).astype(np.int64)
+    stored = np.full(size, -1, dtype=np.int64)
+    if held is not None:
+        stored[held.rowids] = held.tfs
+    off.update(np.flatnonzero(expected != stored).tolist())
+    return off
+
+
+def _offsets_by_row(found: Any) -> dict[int, tuple[int, ...]]:
+    """rowid -> the term's offsets in it, of one term's postings (none if `found` is None)."""
+    if found is None:
+        return {}
+    ends = np.cumsum(found.tfs)
+    positions = found.positions.tolist()
+    return {rowid: tuple(positions[end - tf:end]) for rowid, tf, end in zip(
+        found.rowids.tolist(), found.tfs.tolist(), ends.tolist(), strict=True)}
 
 
 def _metadata_json(metadata: dict[str, Any]) -> str:
@@ -143,8 +218,12 @@ def compare_index(path: Any, index: IndexRead | None, read: StoreRead,
     found.rows = len(index.rows)
     counts = {name: [0, 0] for name in DIFFERENCES}  # name -> [behind, drift]
 
-    def note(name: str, mended_by_sync: bool) -> None:
+    accounted: set[str] = set()  # rows some difference above already counts
+
+    def note(name: str, mended_by_sync: bool, record_id: str | None = None) -> None:
         counts[name][0 if mended_by_sync and not settled else 1] += 1
+        if record_id is not None:
+            accounted.add(record_id)
 
     committed = read.committed_keys()
     recorded = {_version_key(k, v) for k, v in index.versions}
@@ -166,19 +245,21 @@ def compare_index(path: Any, index: IndexRead | None, read: StoreRead,
         of_this_version = stored is not None and read.chunk_versions[record_id] == key
         if key in committed:
             if not of_this_version:
-                note("extra", False)  # no sync removes a row of a version it keeps
+                # No sync removes a row of a version it keeps.
+                note("extra", False, record_id)
             elif row.text != stored[0] or row.metadata != _metadata_json(stored[1]):
-                note("stale", key not in recorded)  # an unrecorded version is read again
+                # An unrecorded version is read again.
+                note("stale", key not in recorded, record_id)
         elif key in recorded and key in stored_keys:
             if of_this_version and row.text == stored[0] and row.metadata == _metadata_json(
                     stored[1]):
                 found.lingering += 1  # a replaced version, until its chunks leave the store
             else:
-                note("stale" if of_this_version else "extra", False)
+                note("stale" if of_this_version else "extra", False, record_id)
         else:
             # A recorded version gone from the store is removed by a sync; a row of a version
             # never recorded stays for good.
-            note("extra", key in recorded)
+            note("extra", key in recorded, record_id)
     for record_id, key in read.chunk_versions.items():
         if key in committed and record_id not in index.rows:
             note("missing", key not in recorded)
@@ -192,14 +273,17 @@ def compare_index(path: Any, index: IndexRead | None, read: StoreRead,
         if stored_followup is None:
             # Removed (or withdrawn) from the store: a sync removes what it keeps a
             # fingerprint for; a row it keeps none for stays.
-            note("withdrawn" if record_id in read.markers else "extra", noted is not None)
+            note("withdrawn" if record_id in read.markers else "extra", noted is not None,
+                 record_id)
         elif noted is None:
-            note("records", True)  # a row without its fingerprint: a sync writes it again
+            # A row without its fingerprint: a sync writes it again.
+            note("records", True, record_id)
         elif noted != stored_followup[2]:
-            note("stale", True)  # a sync re-reads a response whose noted fingerprint differs
+            # A sync re-reads a response whose noted fingerprint differs.
+            note("stale", True, record_id)
         elif row.text != stored_followup[0] or row.metadata != _metadata_json(
                 stored_followup[1]):
-            note("stale", False)
+            note("stale", False, record_id)
     for record_id, (_, _, fingerprint) in read.followups.items():
         if record_id not in index.rows:
             note("missing", index.followups.get(record_id) != fingerprint)
@@ -215,6 +299,17 @@ def compare_index(path: Any, index: IndexRead | None, read: StoreRead,
         if key not in stored_keys and not any(r.version_key == key
                                               for r in index.rows.values()):
             note("records", True)  # a version gone from the store, forgotten by a sync
+
+    # Postings or lengths that disagree with the full-text index, of a row no difference
+    # above counts already; those of rowids in neither table (a row lost from both) only
+    # when nothing else calls for a rebuild, which mends them too.
+    by_rowid = {row.rowid: record_id for record_id, row in index.rows.items()}
+    for rowid in sorted(index.postings_rows):
+        if by_rowid[rowid] not in accounted and by_rowid[rowid] not in fts_missing:
+            note("fts_mismatch", False)
+    if index.postings_orphans and not any(drift for _, drift in counts.values()):
+        for _ in range(index.postings_orphans):
+            note("fts_mismatch", False)
 
     for name, (behind, drift) in counts.items():
         setattr(found, name, behind + drift)
