@@ -30,6 +30,8 @@ from core.retrieval.lexical import (
 )
 from core.retrieval.source import Query
 from core.store import VendorStore, committed_versions
+from core.store.scoping import without_scopes
+from core.store.vendor import chroma_where
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
@@ -174,7 +176,7 @@ def test_neighbours_carry_the_stored_text_and_metadata(acme):
     [hit] = index.nearest(query("xz backdoor"), 10)
     stored = acme.store.open_vendor("acme").chunks.get(ids=[hit.chunk.id])
     assert hit.chunk.text == stored["documents"][0]
-    assert hit.chunk.metadata == stored["metadatas"][0]
+    assert hit.chunk.metadata == without_scopes(stored["metadatas"][0])
 
 
 # where filters ---------------------------------------------------------------------------------
@@ -230,6 +232,11 @@ class CountingChunks:
         return self._chunks.get(*args, **kwargs)
 
 
+def asked(bench: Workbench, where: dict) -> dict:
+    """The filter as the vendor's collection is asked it (on its scoped keys)."""
+    return chroma_where(bench.store.open_vendor("acme").scope_filter(where))
+
+
 def test_a_sync_with_nothing_to_do_reads_only_the_followups_and_writes_nothing(acme):
     first = index_at(acme, "acme").sync()
     assert first.rebuilt and first.versions_added == len(DOCUMENTS)
@@ -239,7 +246,7 @@ def test_a_sync_with_nothing_to_do_reads_only_the_followups_and_writes_nothing(a
     counting = CountingChunks(acme.store.open_vendor("acme").chunks)
     again = index_at(acme, "acme", chunks=counting).sync()
     assert not again.changed
-    assert counting.reads == [{"source_type": FOLLOWUP_SOURCE_TYPE}]
+    assert counting.reads == [asked(acme, {"source_type": FOLLOWUP_SOURCE_TYPE})]
     assert (path.stat().st_mtime_ns, path.stat().st_size) == before
 
 
@@ -251,11 +258,11 @@ def test_a_new_document_is_added_alone(acme, tmp_path):
     assert (report.versions_added, report.chunks_added, report.chunks_removed) == (1, 1, 0)
     key = document_key("vpn.md", "tc_files", None)
     version = committed_versions(read_manifest(acme.store.open_vendor("acme")))[key]
-    assert counting.reads == [  # the first look, then under the write lock
-        {"source_type": FOLLOWUP_SOURCE_TYPE},
+    assert counting.reads == [asked(acme, where) for where in (  # the first look, then
+        {"source_type": FOLLOWUP_SOURCE_TYPE},                     # under the write lock
         {"$and": [{"source_type": "document"}, {"doc_key": {"$in": [key]}},
                   {"doc_sha": {"$in": [version]}}]},
-        {"source_type": FOLLOWUP_SOURCE_TYPE}]
+        {"source_type": FOLLOWUP_SOURCE_TYPE})]
     assert sources(index_at(acme, "acme").nearest(query("WireGuard"), 5)) == ["vpn.md"]
 
 
@@ -419,7 +426,7 @@ def test_at_the_generation_it_settled_at_a_sync_reads_nothing_from_the_store(acm
     assert counting.reads == []
     # A caller at another generation reads the store, as before.
     assert not runner_index(acme, "acme", chunks=counting, generation="other").sync().changed
-    assert counting.reads == [{"source_type": FOLLOWUP_SOURCE_TYPE}]
+    assert counting.reads == [asked(acme, {"source_type": FOLLOWUP_SOURCE_TYPE})]
 
 
 def test_a_sync_between_a_rounds_links_and_its_responses_does_not_settle(acme, monkeypatch):
