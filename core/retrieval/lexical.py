@@ -483,13 +483,7 @@ class LexicalIndex:
                     return []
                 rank_of = dict(zip(matched[chosen].tolist(), rank[chosen].tolist(),
                                    strict=True))
-                found = db.execute(
-                    "SELECT rowid, id, version_key FROM chunks "
-                    "WHERE rowid IN (SELECT value FROM json_each(?))",
-                    (json.dumps(list(rank_of)),)).fetchall()
-                best = sorted(((rank_of[rowid], record_id, rowid)
-                               for rowid, record_id, version_key in found
-                               if version_key is None or version_key in committed))[:n]
+                best = _committed_best(db, rank_of, committed, n)
                 if exhausted or (len(best) == n and best[-1][0] < max(rank_of.values())):
                     break
                 window *= 2
@@ -511,13 +505,7 @@ class LexicalIndex:
                 "WHERE chunk_text MATCH ? ORDER BY score LIMIT ?", (expression, window)
             ).fetchall()
             rank_of = dict(ranked)
-            found = db.execute(
-                "SELECT rowid, id, version_key FROM chunks "
-                "WHERE rowid IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(rank_of)),)).fetchall()
-            best = sorted(((rank_of[rowid], record_id, rowid)
-                           for rowid, record_id, version_key in found
-                           if version_key is None or version_key in committed))[:n]
+            best = _committed_best(db, rank_of, committed, n)
             exhausted = len(ranked) < window
             if exhausted or (len(best) == n and best[-1][0] < ranked[-1][1]):
                 break
@@ -557,6 +545,19 @@ class LexicalIndex:
             raise StoreError(f"The lexical index {self.path} failed: {exc}") from exc
         finally:
             db.close()
+
+
+def _committed_best(db: sqlite3.Connection, rank_of: dict[int, float], committed: set[str],
+                    n: int) -> list[tuple[float, str, int]]:
+    """(rank, id, rowid) of the n best ranked rows that are follow-ups or of the caller's
+    committed versions, in rank and id order."""
+    found = db.execute(
+        "SELECT rowid, id, version_key FROM chunks "
+        "WHERE rowid IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(rank_of)),)).fetchall()
+    return sorted(((rank_of[rowid], record_id, rowid)
+                   for rowid, record_id, version_key in found
+                   if version_key is None or version_key in committed))[:n]
 
 
 def _prepare(db: sqlite3.Connection) -> None:
