@@ -46,16 +46,17 @@ def test_writes_are_split_under_the_clients_max_batch_size(workbench, monkeypatc
     assert collection.count() == len(stored)
 
 
-def test_a_documents_ingest_holds_one_steps_vectors_at_a_time(workbench, tmp_path):
-    """However many chunks an ingest writes, the embedder is asked for at most one write
-    step's texts before they are written: never the whole ingest's."""
+def test_a_documents_ingest_holds_two_steps_vectors_at_a_time(workbench, tmp_path):
+    """However many chunks an ingest writes, the embedder is asked for at most two write
+    steps' texts before they are written (the step being written and the next, embedded
+    meanwhile): never the whole ingest's."""
     embedded: list[int] = []
     written: list[int] = []
     embed, upsert = workbench.embedder.embed, workbench.store.upsert
 
     def embedding(texts):
         embedded.append(len(texts))
-        assert sum(embedded) - sum(written) <= workbench.writer.write_step()
+        assert sum(embedded) - sum(written) <= 2 * workbench.writer.write_step()
         return embed(texts)
 
     def writing(collection, records, embeddings):
@@ -66,15 +67,15 @@ def test_a_documents_ingest_holds_one_steps_vectors_at_a_time(workbench, tmp_pat
     workbench.store.upsert = writing
     folder = tmp_path / "policies"
     folder.mkdir()
-    for n in range(3):  # 3 x 400 chunks: 1,200 in one ingest, written 512 at a time
+    for n in range(4):  # 4 x 400 chunks: 1,600 in one ingest, written 512 at a time
         (folder / f"policy_{n}.md").write_text("\n\n".join(
             f"Section {n}.{i}. " + f"Control {n}-{i} keeps keys rotated yearly. " * 16
             for i in range(400)))
     report = workbench.ingest_documents("acme", [folder])
-    assert report.chunks_written == sum(embedded) == sum(written) == 1200
+    assert report.chunks_written == sum(embedded) == sum(written) == 1600
     assert workbench.writer.write_step() == 512
-    assert max(written) == 512 and len(written) == 3
-    assert workbench.status("acme")[0].chunks == 1200
+    assert max(written) == 512 and len(written) == 4
+    assert workbench.status("acme")[0].chunks == 1600
 
 
 def test_batches_really_reach_chromadb_in_pieces(workbench, monkeypatch, tmp_path):
