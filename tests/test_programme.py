@@ -29,21 +29,28 @@ REPO = Path(__file__).resolve().parent.parent
 
 class CountingClient:
     """A ChromaDB client whose calls, and those of the collections it hands out, are counted
-    by name (the store's reads and writes, as ChromaDB sees them)."""
+    by name (the store's reads and writes, as ChromaDB sees them); with `filters`, the
+    metadata filters its vendor collections are asked are kept there too."""
 
-    def __init__(self, target: Any, calls: Counter[str], prefix: str = "client") -> None:
+    def __init__(self, target: Any, calls: Counter[str], prefix: str = "client", *,
+                 filters: list[tuple[str, dict]] | None = None, name: str = "") -> None:
         self._target, self._calls, self._prefix = target, calls, prefix
+        self._filters, self._name = filters, name
 
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._target, name)
+    def __getattr__(self, attribute: str) -> Any:
+        value = getattr(self._target, attribute)
         if not callable(value):
             return value
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            self._calls[f"{self._prefix}.{name}"] += 1
+            self._calls[f"{self._prefix}.{attribute}"] += 1
+            if (self._filters is not None and kwargs.get("where")
+                    and self._name.startswith("vendor__")):
+                self._filters.append((self._name, kwargs["where"]))
             result = value(*args, **kwargs)
             if type(result).__name__ == "Collection":
-                return CountingClient(result, self._calls, "collection")
+                return CountingClient(result, self._calls, "collection",
+                                      filters=self._filters, name=result.name)
             return result
 
         return call
@@ -285,29 +292,6 @@ def test_check_finds_records_the_vector_search_lost_and_writes_them_again(tmp_pa
     assert bench.check("acme", repair=False).search.unreachable == 0
 
 
-class FilterSpy:
-    """A ChromaDB client whose vendor collections record every metadata filter they are asked
-    (reads, searches and deletes), as ChromaDB receives it."""
-
-    def __init__(self, target: Any, filters: list[tuple[str, dict]], name: str = "") -> None:
-        self._target, self._filters, self._name = target, filters, name
-
-    def __getattr__(self, attribute: str) -> Any:
-        value = getattr(self._target, attribute)
-        if not callable(value):
-            return value
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if kwargs.get("where") and self._name.startswith("vendor__"):
-                self._filters.append((self._name, kwargs["where"]))
-            result = value(*args, **kwargs)
-            if type(result).__name__ == "Collection":
-                return FilterSpy(result, self._filters, result.name)
-            return result
-
-        return call
-
-
 def conditions(where: dict) -> list[tuple[str, list]]:
     """(key, values) of every condition of a ChromaDB filter."""
     if "$and" in where:
@@ -350,7 +334,7 @@ def test_every_filter_an_ingest_a_replacement_and_a_retrieve_send_reads_one_vend
 
     filters: list[tuple[str, dict]] = []
     spied = bench_at(store)
-    spied.store._client = FilterSpy(spied.store.client, filters)
+    spied.store._client = CountingClient(spied.store.client, Counter(), filters=filters)
     policy.write_text("# Access\n\nAccess is reviewed monthly.\n", encoding="utf-8")
     spied.ingest_documents("acme", [policy])
     spied.ingest_questionnaire({**payload("shared", round_number=1), "vendor_id": "acme",
