@@ -4,12 +4,14 @@ names it and the setting to look at, never the token."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from pathlib import Path
+import sqlite3
 from typing import Any
 
 from core.config import Settings
 from core.errors import StoreError, UserInputError
+from core.store.lookups import DATABASE, index_lookups
 
 
 def chromadb_version() -> str:
@@ -34,7 +36,11 @@ def connect(settings: Settings, location: str) -> Any:
         # A copy: PersistentClient writes the store's path into the settings it is given.
         client = chromadb.PersistentClient(path=str(store),
                                            settings=_embedded_settings().model_copy())
-        index_lookups(store / "chroma.sqlite3")
+        # The lookup indexes ChromaDB's schema lacks (core/store/lookups.py). A file that
+        # cannot take them now (read-only, or a writer holding it past the wait) is read
+        # without them: they make lookups faster and change nothing else.
+        with contextlib.suppress(sqlite3.Error):
+            index_lookups(store / DATABASE)
         return client
     except (UserInputError, StoreError):
         raise
@@ -43,20 +49,6 @@ def connect(settings: Settings, location: str) -> Any:
         sentence = problems.sentence(exc, connecting=True) if settings.chroma_host else None
         raise StoreError(sentence or problems.redacted(
             f"Cannot open the {location}: {_one_line(exc)}")) from exc
-
-
-def index_lookups(database: Path) -> None:
-    """Add the lookup indexes ChromaDB's schema lacks (core/store/lookups.py) to an embedded
-    store's SQLite file. A file that cannot take them now (read-only, or a writer holding it
-    past the wait) is read without them: they make lookups faster and change nothing else."""
-    import sqlite3
-
-    from core.store.lookups import index_lookups as add
-
-    try:
-        add(database)
-    except sqlite3.Error:
-        return
 
 
 @functools.cache
