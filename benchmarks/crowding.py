@@ -36,6 +36,11 @@ from core.config import BENCHMARK_RESULTS_DIR  # noqa: E402
 DEFAULT_SIZES = (1_000, 10_000, 100_000)
 
 
+def shown(path: Path) -> str:
+    """A written file's path as a person reads it: from the repository when it is in it."""
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
 def run_size(chunks: int, queries: int, results: Path) -> Path:
     """One `evidence bench` run, exactly as the command line runs it; its JSON line kept."""
     command = [sys.executable, "-m", "core.cli", "bench", "--chunks", str(chunks),
@@ -49,7 +54,7 @@ def run_size(chunks: int, queries: int, results: Path) -> Path:
     result = parse_result(line, f"the output of --chunks {chunks}")
     path = results / result_file_name(result)
     path.write_text(json.dumps(json.loads(line), indent=2) + "\n", encoding="utf-8")
-    print(f"  wrote {path.relative_to(REPO)}", file=sys.stderr, flush=True)
+    print(f"  wrote {shown(path)}", file=sys.stderr, flush=True)
     return path
 
 
@@ -73,7 +78,7 @@ def draw(results_dir: Path) -> None:
     figure.write_html(results_dir / "crowding.html", include_plotlyjs="cdn")
     png = results_dir / "crowding.png"
     if _render_png(figure, png):
-        print(f"  wrote {png.relative_to(REPO)}", file=sys.stderr)
+        print(f"  wrote {shown(png)}", file=sys.stderr)
     else:
         print("  crowding.png not drawn: no Chromium and Playwright here.", file=sys.stderr)
 
