@@ -325,3 +325,65 @@ def test_the_command_line_prints_the_hybrid_parts(cve_workbench, monkeypatch, ca
     assert main(["strategies"]) == 0
     listed = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in listed][-2:] == ["precedence", "hybrid"]
+
+
+# The vector hits' records, read from the lexical index --------------------------------------
+
+class VectorReadInFull:
+    """The vector search as a filtered search runs it: records read from ChromaDB."""
+
+    name = "vector"
+
+    def __init__(self, evidence) -> None:
+        self.evidence = evidence
+
+    def nearest(self, query, n, *, where=None):
+        return self.evidence.nearest(query, n, where=where)
+
+
+def hybrid_of(bench: Workbench) -> tuple[HybridSearch, HybridSearch, list]:
+    """The runner's hybrid search, the same with the vector records read in full, and the
+    calls the first made to the vector search's full read."""
+    vendor = bench.store.open_vendor("acme")
+    generation, versions = bench.runner.committed_state(vendor)
+    evidence = bench.runner.evidence(vendor, versions)
+    full = VectorReadInFull(bench.runner.evidence(vendor, versions))
+    read_in_full: list = []
+    read = evidence.nearest
+    evidence.nearest = lambda *a, **k: (read_in_full.append(a), read(*a, **k))[1]
+    hybrid = bench.runner.hybrid(vendor, versions, evidence, generation)
+    return (hybrid, HybridSearch(full, hybrid.lexical, lexical_n=hybrid.lexical_n, k=hybrid.k),
+            read_in_full)
+
+
+def query_of(bench: Workbench, text: str) -> Query:
+    return Query(text=text, criterion_hash="h", embedding=bench.embedder.embed([text])[0])
+
+
+def test_hybrid_takes_the_vector_hits_records_from_the_lexical_index_and_ranks_the_same(
+        cve_workbench):
+    hybrid, in_full, read_in_full = hybrid_of(cve_workbench)
+    for text in (CVE_CRITERION, "supply chain attacks on build systems", "xz release"):
+        query = query_of(cve_workbench, text)
+        found = hybrid.nearest(query, 10)
+        assert found == in_full.nearest(query, 10)  # ids, texts, metadata, every score part
+        assert len(found) == 10 and all(h.committed for h in found)
+    assert read_in_full == []  # no vector record was read from ChromaDB
+
+
+def test_a_vector_hit_the_lexical_index_does_not_hold_sends_hybrid_to_the_full_read(
+        cve_workbench):
+    """A chunk of an unfinished ingest (a version no manifest names) among the vector hits:
+    the index does not hold it as committed, so the records come from ChromaDB, and the chunk
+    is passed on after the fused list as it is without the lexical index's records."""
+    vendor = cve_workbench.store.open_vendor("acme")
+    [kept] = vendor.chunks.get(limit=1, include=["metadatas"])["metadatas"]
+    query = query_of(cve_workbench, CVE_CRITERION)
+    vendor.chunks.upsert(ids=["acme-unfinished-0"], embeddings=[query.embedding],
+                         documents=["CVE-2024-3094 patched in a version still being written."],
+                         metadatas=[{**kept, "doc_sha": "not-committed"}])
+    hybrid, in_full, read_in_full = hybrid_of(cve_workbench)
+    found = hybrid.nearest(query, 10)
+    assert found == in_full.nearest(query, 10)
+    assert [h.chunk.id for h in found if not h.committed] == ["acme-unfinished-0"]
+    assert len(read_in_full) == 1

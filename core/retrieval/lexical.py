@@ -459,6 +459,25 @@ class LexicalIndex:
                           True)
                 for record_id, text, metadata, rank in rows]
 
+    def committed_records(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
+        """The rows of these ids that this state holds as committed (a chunk of a committed
+        version, or a follow-up), as the sync copied them from the store: id -> record. An id
+        missing from the answer is not in this state's index."""
+        if not ids:
+            return {}
+        if not self._synced:
+            self.sync()
+        committed = {_version_key(k, v) for k, v in self._versions.items()}
+        with self._connection() as db:
+            rows = db.execute(
+                "SELECT c.id, t.text, c.metadata, c.version_key "
+                "FROM chunks AS c JOIN chunk_text AS t ON t.rowid = c.rowid "
+                "WHERE c.id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(ids)),)).fetchall()
+        return {record_id: StoredChunk(record_id, text, json.loads(metadata))
+                for record_id, text, metadata, version_key in rows
+                if version_key is None or version_key in committed}
+
     @staticmethod
     def _ranked(db: sqlite3.Connection, path: str, expression: str, committed: set[str],
                 n: int) -> list[tuple[str, str, str, float]] | None:

@@ -397,6 +397,20 @@ class VendorEvidence:
             # can be too low and would end the widening early.
             window = n + len(rows) - committed
 
+    def nearest_ids(self, query: HasEmbedding, n: int) -> list[tuple[str, float]] | None:
+        """The ids and cosine similarities of the `n` nearest records, with no filter and
+        nothing else read: ChromaDB searches without the GIL and converts no text or metadata.
+        None when the collection answered fewer than `n`, where `nearest` checks what the
+        approximate index did not reach. Whether each id is committed is for the caller."""
+        embedding = np.asarray(query.embedding, dtype=np.float32)
+        result = self.vendor.chunks.query(query_embeddings=[embedding], n_results=n,
+                                          include=["distances"])
+        ids, distances = result["ids"][0], result["distances"][0]
+        if len(ids) < n:
+            return None
+        return [(record_id, 1.0 - float(distance))
+                for record_id, distance in zip(ids, distances, strict=True)]
+
     def _with_unreached(self, rows: list[tuple], embedding: np.ndarray,
                         where: FilterInput) -> list[tuple]:
         """The rows of a query that answered fewer than asked, plus any matching record the
