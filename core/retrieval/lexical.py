@@ -84,6 +84,7 @@ A chunk of an unfinished ingest (a version the manifest does not name yet) is ne
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import math
@@ -257,6 +258,11 @@ class LexicalIndex:
         self._expected_followups = expected_followups
         self._page_size = page_size
         self._synced = False
+
+    @functools.cached_property
+    def _committed(self) -> set[str]:
+        """This state's versions as the index keys its chunk rows (a follow-up has none)."""
+        return {_version_key(k, v) for k, v in self._versions.items()}
 
     @classmethod
     def for_vendor(cls, settings: Settings, vendor: VendorStore,
@@ -447,7 +453,7 @@ class LexicalIndex:
             return []
         if not self._synced:
             self.sync()
-        committed = {_version_key(k, v) for k, v in self._versions.items()}
+        committed = self._committed
         with self._connection() as db:
             if conditions:
                 rows = self._filtered(db, expression, committed, conditions, parameters, n)
@@ -467,7 +473,7 @@ class LexicalIndex:
             return {}
         if not self._synced:
             self.sync()
-        committed = {_version_key(k, v) for k, v in self._versions.items()}
+        committed = self._committed
         with self._connection() as db:
             rows = db.execute(
                 "SELECT c.id, t.text, c.metadata, c.version_key "
