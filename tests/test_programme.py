@@ -20,7 +20,7 @@ from core.config import Settings
 from core.errors import UserInputError
 from core.ingest.questionnaire import parse_payload
 from core.store import SCHEMA_VERSION, VendorStore
-from core.store.registry import REGISTRY_COLLECTION
+from core.store.registry import REGISTRY_COLLECTION, status_record_by_record
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
 
@@ -85,10 +85,9 @@ def counted(bench: Workbench, read: Any) -> Counter[str]:
 
 
 def slow_status(bench: Workbench) -> list[dict]:
-    """Every vendor's status read from its own collections, not from the register."""
-    from core.retrieval.catalog import vendor_status
-
-    return [vendor_status(bench.store.open_vendor(v)).model_dump()
+    """Every vendor's status counted record by record from its own collections, not read
+    from the register nor from the manifest's chunk counts."""
+    return [status_record_by_record(bench.store.open_vendor(v))[1].model_dump()
             for v in bench.store._listed_vendor_ids()]
 
 
@@ -152,6 +151,48 @@ def test_a_vendor_left_pending_by_a_failed_ingest_is_read_from_its_collections(t
     after = bench_at(bench.settings.store)
     assert after.store_state() != before
     assert after.status()[0].documents == 1 and after.status()[0].incomplete_chunks == 0
+
+
+def test_an_ingest_records_its_vendors_counts_without_reading_every_chunk(tmp_path,
+                                                                         monkeypatch):
+    """The counts an ingest records are the manifest's chunk counts, the follow-ups and the
+    number of records; they equal what counting every record gives, through replaced
+    documents, a replaced round's withdrawn answers and an ingest that failed at its commit."""
+    from core.store.registry import read_vendor_status
+
+    bench = bench_at(tmp_path / "store")
+    policy, access = tmp_path / "policy.md", tmp_path / "access.md"
+    policy.write_text("# Keys\n\nKeys rotate yearly.\n\n# Backups\n\nDaily.\n",
+                      encoding="utf-8")
+    access.write_text("Access reviews happen quarterly.\n", encoding="utf-8")
+    bench.ingest_documents("acme", [policy, access])
+    bench.ingest_questionnaire(payload("acme", answers=4))
+    policy.write_text("# Keys\n\nKeys rotate monthly.\n", encoding="utf-8")
+    bench.ingest_documents("acme", [policy], doc_type="followup_document", round_number=1)
+    list(bench.ingest_questionnaires([parse_payload(payload("acme", answers=2))], replace=True))
+
+    def failing_commit(*_: Any) -> None:
+        raise RuntimeError("ChromaDB failed at the commit")
+
+    access.write_text("Access reviews happen monthly, by the data owner.\n", encoding="utf-8")
+    with monkeypatch.context() as patch:
+        patch.setattr(VendorStore, "write_manifest", failing_commit)
+        with pytest.raises(RuntimeError):
+            bench_at(bench.settings.store).ingest_documents("acme", [access])
+
+    vendor = bench_at(bench.settings.store).store.open_vendor("acme")
+    every_record = status_record_by_record(vendor)
+    assert every_record[1].incomplete_chunks > 0 and every_record[1].followup_responses == 2
+    read: list[Any] = []
+    original = VendorStore.records
+
+    def records(self: VendorStore, where: Any = None, **kwargs: Any) -> Any:
+        read.append(where)
+        return original(self, where, **kwargs)
+
+    monkeypatch.setattr(VendorStore, "records", records)
+    assert read_vendor_status(vendor) == every_record
+    assert read and None not in read  # the follow-ups are read, not every chunk
 
 
 def test_a_store_written_before_the_register_is_read_by_listing_then_registered(tmp_path):
