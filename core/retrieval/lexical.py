@@ -482,7 +482,7 @@ class LexicalIndex:
                 (json.dumps(list(ids)),)).fetchall()
         return {record_id: StoredChunk(record_id, text, json.loads(metadata))
                 for record_id, text, metadata, version_key in rows
-                if version_key is None or version_key in committed}
+                if _of_state(version_key, committed)}
 
     @staticmethod
     def _ranked(db: sqlite3.Connection, path: str, expression: str, committed: set[str],
@@ -572,6 +572,12 @@ class LexicalIndex:
             db.close()
 
 
+def _of_state(version_key: str | None, committed: set[str]) -> bool:
+    """Whether a row belongs to the state searched: a follow-up (it has no version key) or a
+    chunk of one of the state's committed versions."""
+    return version_key is None or version_key in committed
+
+
 def _committed_best(db: sqlite3.Connection, rank_of: dict[int, float], committed: set[str],
                     n: int) -> list[tuple[float, str, int]]:
     """(rank, id, rowid) of the n best ranked rows that are follow-ups or of the caller's
@@ -582,7 +588,7 @@ def _committed_best(db: sqlite3.Connection, rank_of: dict[int, float], committed
         (json.dumps(list(rank_of)),)).fetchall()
     return sorted(((rank_of[rowid], record_id, rowid)
                    for rowid, record_id, version_key in found
-                   if version_key is None or version_key in committed))[:n]
+                   if _of_state(version_key, committed)))[:n]
 
 
 def _prepare(db: sqlite3.Connection) -> None:

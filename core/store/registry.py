@@ -70,23 +70,13 @@ def read_vendor_status(vendor: VendorStore) -> tuple[str | None, VendorStatus]:
         vendor.count_chunks()))
     if not all(_chunk_count(meta) is not None and "type" in meta for meta in manifest.values()):
         return status_record_by_record(vendor)
-    by_type: Counter[str] = Counter()
-    rounds: set[int] = set()
-    for meta in followups:
-        rounds.add(int(meta["round_number"]))
-        by_type[str(meta["type"])] += 1
-    chunks = 0
+    chunk_types: Counter[str] = Counter()
     for meta in manifest.values():
-        count = _chunk_count(meta) or 0
-        chunks += count
-        if count:
-            by_type[str(meta["type"])] += count
-    return generation, VendorStatus(
-        vendor_id=vendor.vendor_id, documents=len(manifest), chunks=chunks,
-        followup_responses=len(followups), rounds=sorted(rounds),
-        by_type=dict(sorted(by_type.items())),
-        incomplete_chunks=max(0, total - len(followups) - chunks),
-    )
+        if count := _chunk_count(meta):
+            chunk_types[str(meta["type"])] += count
+    chunks = sum(chunk_types.values())
+    return generation, _status(vendor.vendor_id, len(manifest), followups, chunk_types,
+                               incomplete=max(0, total - len(followups) - chunks))
 
 
 def _chunk_count(entry: dict[str, Any]) -> int | None:
@@ -99,22 +89,22 @@ def status_record_by_record(vendor: VendorStore) -> tuple[str | None, VendorStat
     generation, (manifest, records) = consistent_read(vendor, lambda: (
         vendor.documents(), [c.metadata for c in vendor.records(text=False)]))
     versions = committed_versions(manifest)
-    by_type: Counter[str] = Counter()
-    rounds: set[int] = set()
-    chunks = followups = incomplete = 0
-    for meta in records:
-        if meta.get("source_type") == FOLLOWUP_SOURCE_TYPE:
-            followups += 1
-            rounds.add(int(meta["round_number"]))
-            by_type[str(meta["type"])] += 1
-        elif is_committed(meta, versions):
-            chunks += 1
-            by_type[str(meta["type"])] += 1
-        else:
-            incomplete += 1
-    return generation, VendorStatus(
-        vendor_id=vendor.vendor_id, documents=len(manifest), chunks=chunks,
-        followup_responses=followups, rounds=sorted(rounds),
+    followups = [m for m in records if m.get("source_type") == FOLLOWUP_SOURCE_TYPE]
+    others = [m for m in records if m.get("source_type") != FOLLOWUP_SOURCE_TYPE]
+    chunk_types = Counter(str(m["type"]) for m in others if is_committed(m, versions))
+    return generation, _status(vendor.vendor_id, len(manifest), followups, chunk_types,
+                               incomplete=len(others) - sum(chunk_types.values()))
+
+
+def _status(vendor_id: str, documents: int, followups: Sequence[dict[str, Any]],
+            chunk_types: Counter[str], *, incomplete: int) -> VendorStatus:
+    """The counts of a vendor holding these documents, follow-ups' metadata and committed
+    chunks by type."""
+    by_type = Counter(str(m["type"]) for m in followups) + chunk_types
+    return VendorStatus(
+        vendor_id=vendor_id, documents=documents, chunks=sum(chunk_types.values()),
+        followup_responses=len(followups),
+        rounds=sorted({int(m["round_number"]) for m in followups}),
         by_type=dict(sorted(by_type.items())), incomplete_chunks=incomplete,
     )
 
