@@ -15,6 +15,7 @@ from core.models import StoredRecord
 from core.workbench import Workbench
 from tests.conftest import SAMPLE_DATA
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.store import chunk_rows
 
 SAMPLE_PDF = SAMPLE_DATA / "vendors" / "acme" / "documents" / "soc2_type2_excerpt.pdf"
 STRATEGIES = ("semantic", "hash_extraction", "doc_boost", "tiered", "precedence")
@@ -34,15 +35,14 @@ def write(path: Path, text: str) -> Path:
 
 def chunks(wb: Workbench, vendor_id: str) -> list[dict[str, Any]]:
     """Every stored chunk as {id, text, **metadata}, in chunk order per source."""
-    got = wb.store.open_vendor(vendor_id).chunks.get(include=["metadatas", "documents"])
+    got = chunk_rows(wb.store.open_vendor(vendor_id).chunks)
     rows = [{"id": i, "text": doc, **meta} for i, doc, meta in
             zip(got["ids"], got["documents"], got["metadatas"], strict=True)]
     return sorted(rows, key=lambda r: (r.get("source", ""), r.get("chunk_index", -1)))
 
 
 def raw_records(wb: Workbench, vendor_id: str) -> dict[str, Any]:
-    got = wb.store.open_vendor(vendor_id).chunks.get(
-        include=["metadatas", "documents", "embeddings"])
+    got = chunk_rows(wb.store.open_vendor(vendor_id).chunks, include=["embeddings"])
     return {"ids": got["ids"], "documents": got["documents"], "metadatas": got["metadatas"],
             "embeddings": np.asarray(got["embeddings"])}
 

@@ -52,7 +52,7 @@ from core.store.scoping import SUFFIX
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
 from tests.support import payloads, warm
-from tests.support.store import get_all, read_links, read_manifest
+from tests.support.store import get_all, read_links, read_manifest, with_texts
 
 REPO = Path(__file__).resolve().parents[1]
 BATCH = 25  # ChromaDB's own limit is 5461; a small one splits each document into batches
@@ -365,14 +365,14 @@ class WriteFaults:
 
 
 def _upsert_label(collection: Any, *, ids: list[str], metadatas: list[dict],
-                  documents: list[str], **_: Any) -> str:
+                  documents: list[str] | None = None, **_: Any) -> str:
     first = metadatas[0]
     if collection.name == REGISTRY_COLLECTION:
         return f"register {'+'.join(ids)}" + (" pending" if first.get("pending") else "")
     if collection.name.endswith("__manifest"):
         if first.get(KIND_KEY) == LINK_KIND:  # the links, then the generation record
             return f"upsert manifest links round {first['round_number']} ({len(ids) - 1})"
-        return f"upsert manifest {documents[0]}"
+        return f"upsert manifest {(documents or [''])[0]}"
     what = (f"round {first['round_number']}"
             if first["source_type"] in (FOLLOWUP_SOURCE_TYPE, WITHDRAWN_SOURCE_TYPE)
             else "+".join(dict.fromkeys(m["source"] for m in metadatas)))
@@ -444,7 +444,7 @@ def observe(store: Path) -> StoreView:
         links[vendor_id] = {
             i: (int(m["round_number"]), str(m.get("criterion_question_hash", "")),
                 m["fingerprint"]) for i, m in read_links(vendor).items()}
-        records = get_all(vendor.chunks, include=("documents", "metadatas"))
+        records = with_texts(get_all(vendor.chunks, include=("documents", "metadatas")))
         by_version: dict[tuple[str, str], list[tuple[int, str, str]]] = {}
         by_round: dict[int, list[tuple[str, str, str, str]]] = {}
         withdrawn: set[str] = set()  # markers a replaced round has not deleted yet

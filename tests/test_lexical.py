@@ -36,7 +36,7 @@ from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
 from tests.support.payloads import response, round_payload
-from tests.support.store import read_manifest
+from tests.support.store import chunk_rows, read_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENTS = {
@@ -174,7 +174,7 @@ def test_stop_words_do_not_make_every_chunk_match(module_index):
 def test_neighbours_carry_the_stored_text_and_metadata(acme):
     index = index_at(acme, "acme")
     [hit] = index.nearest(query("xz backdoor"), 10)
-    stored = acme.store.open_vendor("acme").chunks.get(ids=[hit.chunk.id])
+    stored = chunk_rows(acme.store.open_vendor("acme").chunks, ids=[hit.chunk.id])
     assert hit.chunk.text == stored["documents"][0]
     assert hit.chunk.metadata == without_scopes(stored["metadatas"][0])
 
@@ -350,7 +350,7 @@ def test_an_ingest_killed_before_its_commit_leaves_the_index_on_the_old_version(
     folder = replace_backups_killed_at(acme, tmp_path, monkeypatch, "commit_document")
     vendor = acme.store.open_vendor("acme")
     key = document_key("backups.md", "tc_files", None)
-    written = vendor.chunks.get(where={"doc_key": key}, include=["documents"])["documents"]
+    written = chunk_rows(vendor.chunks, where={"doc_key": key})["documents"]
     assert any("Iceland" in text for text in written)  # the new version's chunk is stored
 
     index = index_at(acme, "acme")
@@ -639,7 +639,7 @@ from core.config import Settings
 from core.retrieval.lexical import LexicalIndex, index_path
 from core.retrieval.source import Query
 from core.store import EvidenceStore, committed_versions
-from tests.support.store import read_manifest
+from tests.support.store import chunk_rows, read_manifest
 settings = Settings(store=Path(sys.argv[1]))
 vendor = EvidenceStore(settings).open_vendor("acme")
 for _ in range(5):

@@ -21,10 +21,12 @@ from tests.conftest import AES_CRITERION, SAMPLE_DATA
 from tests.fakes import FakeEmbedder, FakeReranker
 from tests.support.store import (
     VendorCollections,
+    chunk_rows,
     commit_links,
     get_all,
     manifest_generation,
     read_links,
+    with_texts,
 )
 
 POLICY = SAMPLE_DATA / "vendors" / "acme" / "documents" / "encryption_standard.md"
@@ -250,9 +252,9 @@ def version_3_store(settings) -> Settings:
 
 def stored_links(settings: Settings) -> dict[str, tuple]:
     """follow-up id -> what its stored record links to and its fingerprint, from the chunks."""
-    found = get_all(raw_collections(settings).chunks,
-                    where={"source_type": "follow_up_response"},
-                    include=("documents", "metadatas"))
+    found = with_texts(get_all(raw_collections(settings).chunks,
+                               where={"source_type": "follow_up_response"},
+                               include=("documents", "metadatas")))
     return {i: (m.get("criterion_question_hash"), m.get("criterion_canonical_hash"),
                 m["original_criterion_question_text"],
                 record_fingerprint(text, m))
@@ -289,8 +291,7 @@ def test_step_4_interrupted_half_way_is_finished_and_safe_to_run_again(version_3
                                                                         settings):
     # The step wrote one follow-up's link, then the process died before version 4 was recorded.
     vendor = raw_collections(settings)
-    found = vendor.chunks.get(where={"source_type": "follow_up_response"}, limit=1,
-                              include=["documents", "metadatas"])
+    found = chunk_rows(vendor.chunks, where={"source_type": "follow_up_response"}, limit=1)
     commit_links(vendor, [StoredRecord(id=found["ids"][0], text=found["documents"][0],
                                        metadata=found["metadatas"][0])])
     assert len(manifest_links(settings)) == 1
@@ -307,3 +308,49 @@ def test_step_4_interrupted_half_way_is_finished_and_safe_to_run_again(version_3
     assert manifest_generation(raw_collections(settings)) == generation
     assert [h.round_number for h in bench.retrieve("acme", PASTED, "precedence").followups
             if h.hash_match] == [2]
+
+
+def full_text_rows(settings: Settings) -> list[str]:
+    """What ChromaDB's own full-text index of documents holds, read with sqlite3 itself."""
+    import sqlite3
+
+    with sqlite3.connect(settings.store / "chroma.sqlite3") as db:
+        return [row[0] for row in db.execute("SELECT string_value FROM embedding_fulltext_search")]
+
+
+def test_a_chunks_text_is_kept_in_its_record_and_not_in_chromas_full_text_index(settings):
+    bench = fresh(settings)
+    bench.ingest_documents("acme", [POLICY])
+    bench.ingest_questionnaire(ROUND)
+
+    texts = [c.text for c in bench.store.open_vendor("acme").records()]
+    assert any("AES-256 for every volume" in t for t in texts) and len(texts) > 2
+    # Nothing of a chunk or an answer went to the index no reader of the project searches.
+    indexed = "\n".join(full_text_rows(settings))
+    assert not [t for t in texts if t and t in indexed]
+    hits = bench.browse_chunks("acme", contains="aes-256")
+    assert hits and all("aes-256" in h["text"].lower() for h in hits)
+
+
+def seen(bench: Workbench) -> tuple:
+    """What a reviewer reads of acme: a retrieval's evidence and a search of the chunks."""
+    result = bench.retrieve("acme", AES_CRITERION, "precedence")
+    return (result.context, [(c.id, c.text, c.source) for c in result.first_stage],
+            sorted((h["id"], h["text"]) for h in bench.browse_chunks("acme", contains="AES")))
+
+
+def test_records_written_with_their_text_as_a_document_read_as_before(settings):
+    """A store written before chunk texts moved into the records keeps them as documents."""
+    bench = fresh(settings)
+    bench.ingest_documents("acme", [POLICY])
+    bench.ingest_questionnaire(ROUND)
+    before = seen(bench)
+
+    chunks = raw_collections(settings).chunks
+    found = chunk_rows(chunks, include=["embeddings"])
+    chunks.delete(ids=found["ids"])
+    chunks.add(ids=found["ids"], documents=found["documents"], embeddings=found["embeddings"],
+               metadatas=found["metadatas"])
+    assert full_text_rows(settings)  # the texts are ChromaDB's documents again
+
+    assert seen(fresh(settings)) == before

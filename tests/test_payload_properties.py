@@ -54,7 +54,7 @@ from tests.fakes import FakeEmbedder, FakeReranker
 from tests.support.payloads import numbered
 from tests.support.properties import store_examples
 from tests.support.snapshot import assert_unchanged, collections_snapshot, store_snapshot
-from tests.support.store import read_links, read_manifest
+from tests.support.store import chunk_rows, read_links, read_manifest
 
 # A property keeps one store across its examples on purpose (see the module docstring); the
 # function-scoped fixtures it uses are the store and the autouse environment guard.
@@ -274,8 +274,7 @@ def vendor_records(workbench: Workbench, vendor_id: str) -> dict[str, tuple]:
     """id -> (embedded text, metadata, embedding digest) of every chunk record of a vendor."""
     if vendor_id not in workbench.vendor_ids():
         return {}
-    got = workbench.store.open_vendor(vendor_id).chunks.get(
-        include=["documents", "metadatas", "embeddings"])
+    got = chunk_rows(workbench.store.open_vendor(vendor_id).chunks, include=["embeddings"])
     return {i: (t, m, hashlib.sha256(np.asarray(e, dtype=np.float32).tobytes()).hexdigest())
             for i, t, m, e in zip(got["ids"], got["documents"], got["metadatas"],
                                   got["embeddings"], strict=True)}

@@ -15,6 +15,7 @@ from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
 from tests.support.payloads import response, round_payload
+from tests.support.store import chunk_rows
 
 LINKED_QUESTION = "Please describe your encryption practices"
 LINKED_ANSWER = "We use AES-256 for all data at rest with AWS KMS."
@@ -31,7 +32,7 @@ def seed_payload(vendor_id: str = "vendor_123", round_number: int = 2) -> dict[s
 
 def records(wb: Workbench, vendor_id: str) -> dict[str, tuple[str, dict[str, Any]]]:
     """id -> (embedded text, metadata) of every chunk stored for the vendor."""
-    got = wb.store.open_vendor(vendor_id).chunks.get(include=["metadatas", "documents"])
+    got = chunk_rows(wb.store.open_vendor(vendor_id).chunks)
     return {i: (doc, meta) for i, doc, meta in
             zip(got["ids"], got["documents"], got["metadatas"], strict=True)}
 

@@ -27,7 +27,7 @@ from tests.chroma_server import ChromaServer
 from tests.fakes import FakeEmbedder, FakeReranker
 from tests.support import warm
 from tests.support.payloads import numbered, round_payload
-from tests.support.store import get_all, read_links, read_manifest
+from tests.support.store import get_all, read_links, read_manifest, with_texts
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -166,7 +166,7 @@ def observe(settings: Settings, vendors: tuple[str, ...]) -> dict[str, Any]:
         vendor = workbench.store.open_vendor(vendor_id)
         manifest = {key: (meta["version"], int(meta["chunks"]))
                     for key, meta in read_manifest(vendor).items()}
-        records = get_all(vendor.chunks, include=("documents", "metadatas"))
+        records = with_texts(get_all(vendor.chunks, include=("documents", "metadatas")))
         rows = sorted((i, text, str(m.get("doc_sha", "")), str(m.get("round_number", "")))
                       for i, text, m in zip(records["ids"], records["documents"],
                                             records["metadatas"], strict=True))

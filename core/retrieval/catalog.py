@@ -25,6 +25,9 @@ from core.store import (
 )
 from core.store.registry import read_vendor_status
 
+# Records read at a time by a search of the chunks by their text.
+CONTAINS_PAGE = 2_000
+
 
 class Catalog:
     """Read-only views of the store; opening a vendor that does not exist is refused."""
@@ -60,13 +63,15 @@ class Catalog:
         where = Where.eq(type=doc_type) if doc_type else None
         rows: list[dict[str, Any]] = []
         offset = 0
+        # A search by text reads wider pages: the text is matched as each page is read.
+        page = max(limit, CONTAINS_PAGE) if contains else limit
         while len(rows) < limit:
-            found, read = vendor.page(where, contains=contains, limit=limit, offset=offset)
+            found, read = vendor.page(where, contains=contains, limit=page, offset=offset)
             rows.extend({"id": c.id, "text": c.text, **c.metadata} for c in found
                         if is_committed(c.metadata, versions))
-            if read < limit:
+            if read < page:
                 break
-            offset += limit
+            offset += read
         return rows[:limit]
 
     def linked_followups(self, vendor_id: str, criterion: str) -> list[FollowupHit]:

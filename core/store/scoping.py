@@ -13,7 +13,14 @@ So every record also carries, beside each of the keys filtered on (`SCOPED_KEYS`
 copy whose value names the vendor (`doc_key@vendor = "acme|s:3f2a..."`). `VendorStore` writes
 the copies with every record, filters on them once the vendor's collections record schema 6
 (whose migration adds them to older records), and hands back metadata without them. A
-filter on any other key works as before, store-wide."""
+filter on any other key works as before, store-wide.
+
+A chunk record's text is kept the same way, as a metadata value (`TEXT_KEY`) and not as
+ChromaDB's document: every document is also written to ChromaDB's store-wide trigram index
+for `where_document`, which nothing here asks (the lexical index is the project's own), and
+which cost a third of each chunk write (1.4 against 0.9 ms a record in batches of 512, 2.4
+against 1.5 ms once a collection holds 50,000). Records written before keep their document;
+`read_back` takes whichever a record holds."""
 
 from __future__ import annotations
 
@@ -30,6 +37,7 @@ SCOPED_KEYS = frozenset({
     "criterion_canonical_hash", "questionnaire_id", "kind", "withdrawn",
 })
 SUFFIX = "@vendor"
+TEXT_KEY = "text@record"
 
 
 def scoped_key(key: str) -> str:
@@ -54,8 +62,20 @@ def with_scopes(vendor_id: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def without_scopes(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """The metadata as it was written, without the scoped copies."""
-    return {k: v for k, v in metadata.items() if not k.endswith(SUFFIX)}
+    """The metadata as it was written, without the scoped copies (nor a chunk's text)."""
+    return {k: v for k, v in metadata.items() if not k.endswith(SUFFIX) and k != TEXT_KEY}
+
+
+def stored_metadata(vendor_id: str, text: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A chunk record's metadata as ChromaDB keeps it: its scoped copies and its text."""
+    return {**with_scopes(vendor_id, metadata), TEXT_KEY: text}
+
+
+def read_back(document: str | None, metadata: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A chunk record's text and metadata as they were written, from what ChromaDB returns:
+    the text kept in its metadata, or the document of a record written before."""
+    text = metadata.get(TEXT_KEY)
+    return (text if isinstance(text, str) else document or ""), without_scopes(metadata)
 
 
 def scoped_where(vendor_id: str, where: Where) -> Where:

@@ -24,7 +24,14 @@ from core.store.records import (
     StoredChunk,
     is_withdrawn,
 )
-from core.store.scoping import SCOPED_SINCE, scoped_where, with_scopes, without_scopes
+from core.store.scoping import (
+    SCOPED_SINCE,
+    read_back,
+    scoped_where,
+    stored_metadata,
+    with_scopes,
+    without_scopes,
+)
 
 # Records per page of a metadata lookup.
 PAGE_SIZE = 5000
@@ -76,9 +83,8 @@ def get_all(collection: Any, *, where: FilterInput = None,
 
 
 def _chunks_of(found: dict[str, list], *, vectors: bool = False) -> list[StoredChunk]:
-    texts = found.get("documents")
-    return [StoredChunk(record_id, texts[i] if texts is not None else "",
-                        without_scopes(found["metadatas"][i]),
+    documents = found.get("documents") or [None] * len(found["ids"])
+    return [StoredChunk(record_id, *read_back(documents[i], found["metadatas"][i]),
                         np.asarray(found["embeddings"][i], dtype=np.float32) if vectors else None)
             for i, record_id in enumerate(found["ids"])]
 
@@ -144,10 +150,12 @@ class VendorStore:
 
     def records(self, where: FilterInput = None, *, text: bool = True,
                 page_size: int = PAGE_SIZE) -> list[StoredChunk]:
-        """Every chunk record whose metadata matches (markers included), with its text."""
+        """Every chunk record whose metadata matches (markers included), with its text (or
+        with none: `text=False`)."""
         include = ("documents", "metadatas") if text else ("metadatas",)
-        return _chunks_of(get_all(self.chunks, where=self.scope_filter(where), include=include,
-                                  page_size=page_size))
+        found = _chunks_of(get_all(self.chunks, where=self.scope_filter(where), include=include,
+                                   page_size=page_size))
+        return found if text else [StoredChunk(c.id, "", c.metadata) for c in found]
 
     def record_ids(self, where: FilterInput = None, *, page_size: int = PAGE_SIZE) -> list[str]:
         return get_all(self.chunks, where=self.scope_filter(where), include=(),
@@ -179,14 +187,18 @@ class VendorStore:
 
     def page(self, where: FilterInput = None, *, contains: str | None = None, limit: int,
              offset: int) -> tuple[list[StoredChunk], int]:
-        """One page of chunk records (those deleted while read left out), optionally holding
-        `contains` in their text, and how many the page read."""
+        """One page of `limit` chunk records (those deleted while read left out), only those
+        holding `contains` in their text (case aside) when it is given, and how many the page
+        read. The text is matched here: ChromaDB indexes no chunk text for `where_document`."""
         found = self.chunks.get(where=chroma_where(self.scope_filter(where)),
-                                where_document={"$contains": contains} if contains else None,
                                 limit=limit, offset=offset, include=["documents", "metadatas"])
         present = present_rows(found, ("metadatas",))
-        return (_chunks_of({name: [found[name][i] for i in present]
-                            for name in ("ids", "documents", "metadatas")}), len(found["ids"]))
+        chunks = _chunks_of({name: [found[name][i] for i in present]
+                             for name in ("ids", "documents", "metadatas")})
+        if contains:
+            needle = contains.casefold()
+            chunks = [c for c in chunks if needle in c.text.casefold()]
+        return chunks, len(found["ids"])
 
     def bare_query(self, embedding: np.ndarray, n: int) -> int:
         """One unfiltered nearest-neighbour query, nothing converted: the floor a retrieval is
@@ -224,9 +236,11 @@ class VendorStore:
             page = self.chunks.get(ids=list(ids[start : start + batch]),
                                    include=["embeddings", "documents", "metadatas"])
             if page["ids"]:
+                records = _chunks_of(page)
                 writes.apply(self.chunks, "upsert", ids=page["ids"],
-                             embeddings=page["embeddings"], documents=page["documents"],
-                             metadatas=page["metadatas"])
+                             embeddings=page["embeddings"],
+                             metadatas=[stored_metadata(self.vendor_id, c.text, c.metadata)
+                                        for c in records])
 
     def write_chunks(self, records: Sequence[StoredRecord],
                      embeddings: np.ndarray | Sequence[Sequence[float]]) -> None:
@@ -248,8 +262,7 @@ class VendorStore:
             writes.apply(
                 self.chunks, "upsert",
                 ids=[r.id for r in part],
-                documents=[r.text for r in part],
-                metadatas=[with_scopes(self.vendor_id, r.metadata) for r in part],
+                metadatas=[stored_metadata(self.vendor_id, r.text, r.metadata) for r in part],
                 embeddings=np.asarray(embeddings[start : start + batch], dtype=np.float32),
             )
 
@@ -381,11 +394,12 @@ class VendorEvidence:
                 rows = self._with_unreached(rows, embedding, where)
             found: list[Neighbour] = []
             committed = 0
-            for record_id, text, metadata, distance in rows:
-                if metadata is None:  # deleted while the query ran (see present_rows)
+            for record_id, document, stored, distance in rows:
+                if stored is None:  # deleted while the query ran (see present_rows)
                     continue
+                text, metadata = read_back(document, stored)
                 ok = bool(self._is_committed(metadata))
-                found.append(Neighbour(StoredChunk(record_id, text, without_scopes(metadata)),
+                found.append(Neighbour(StoredChunk(record_id, text, metadata),
                                        1.0 - float(distance), ok))
                 committed += ok
                 if committed == n:
