@@ -105,8 +105,9 @@ class RetrievalEnv:
 # First stage ------------------------------------------------------------------------------
 
 def candidate_from_chunk(chunk: StoredChunk, *, score: float | None = None,
-                         rank: int | None = None) -> Candidate:
-    """A stored record as a candidate, with the first-stage score and rank it was found at."""
+                         rank: int | None = None, **score_parts: int | float) -> Candidate:
+    """A stored record as a candidate, with the first-stage score and rank it was found at
+    (and the parts of a fused score, `Neighbour.score_parts`, where a fusion gave them)."""
     metadata = chunk.metadata
     page = metadata.get("page")
     return Candidate(
@@ -122,6 +123,7 @@ def candidate_from_chunk(chunk: StoredChunk, *, score: float | None = None,
         first_stage_rank=rank,
         final_score=score,
         metadata=dict(metadata),
+        **score_parts,
     )
 
 
@@ -137,10 +139,9 @@ def first_stage(env: RetrievalEnv, query: Query, n: int, *,
         if not neighbour.committed:
             stale += 1
             continue
-        candidate = candidate_from_chunk(neighbour.chunk, score=neighbour.score,
-                                         rank=len(candidates) + 1)
         parts = {k: v for k, v in neighbour.score_parts().items() if v is not None}
-        candidates.append(candidate.model_copy(update=parts) if parts else candidate)
+        candidates.append(candidate_from_chunk(neighbour.chunk, score=neighbour.score,
+                                               rank=len(candidates) + 1, **parts))
     if stale:
         env.notes.append(
             f"{stale} chunk(s) of an unfinished document ingest were skipped; run the same "
