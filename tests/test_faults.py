@@ -364,15 +364,14 @@ class WriteFaults:
         raise InjectedFault(message)
 
 
-def _upsert_label(collection: Any, *, ids: list[str], metadatas: list[dict],
-                  documents: list[str] | None = None, **_: Any) -> str:
+def _upsert_label(collection: Any, *, ids: list[str], metadatas: list[dict], **_: Any) -> str:
     first = metadatas[0]
     if collection.name == REGISTRY_COLLECTION:
         return f"register {'+'.join(ids)}" + (" pending" if first.get("pending") else "")
     if collection.name.endswith("__manifest"):
         if first.get(KIND_KEY) == LINK_KIND:  # the links, then the generation record
             return f"upsert manifest links round {first['round_number']} ({len(ids) - 1})"
-        return f"upsert manifest {(documents or [''])[0]}"
+        return f"upsert manifest {first.get('source', 'generation')}"
     what = (f"round {first['round_number']}"
             if first["source_type"] in (FOLLOWUP_SOURCE_TYPE, WITHDRAWN_SOURCE_TYPE)
             else "+".join(dict.fromkeys(m["source"] for m in metadatas)))

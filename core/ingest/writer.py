@@ -273,7 +273,7 @@ class EvidenceWriter:
             manifest["round_number"] = round_number
         if doc.pages is not None:
             manifest["pages"] = doc.pages
-        commit_document(vendor, item.doc_key, manifest, doc.source)  # 2. visible
+        commit_document(vendor, item.doc_key, manifest)  # 2. visible
         delete_stale(vendor, item.doc_key, item.version)  # 3. the old version gone
 
     # Questionnaire rounds ------------------------------------------------------------

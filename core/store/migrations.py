@@ -47,7 +47,7 @@ def _record_manifest_generation(vendor: VendorStore) -> None:
     tell in one small read whether the manifest changed since it last read it."""
     if any(record_id == MANIFEST_GENERATION_ID for record_id, _ in vendor.manifest_records()):
         return
-    vendor.write_manifest([(MANIFEST_GENERATION_ID, new_generation(), "manifest generation")])
+    vendor.write_manifest([(MANIFEST_GENERATION_ID, new_generation())])
 
 
 def _record_canonical_criterion_hash(vendor: VendorStore) -> None:

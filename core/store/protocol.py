@@ -31,11 +31,9 @@ CONSISTENT_READ_ATTEMPTS = 5
 T = TypeVar("T")
 
 
-def commit_document(vendor: VendorStore, doc_key: str, entry: dict[str, Any],
-                    source: str) -> None:
+def commit_document(vendor: VendorStore, doc_key: str, entry: dict[str, Any]) -> None:
     """Make a document version visible: its entry and a new generation, in one write."""
-    vendor.write_manifest([(doc_key, entry, source),
-                           (MANIFEST_GENERATION_ID, new_generation(), "manifest generation")])
+    vendor.write_manifest([(doc_key, entry), (MANIFEST_GENERATION_ID, new_generation())])
 
 
 def delete_stale(vendor: VendorStore, doc_key: str, version: str) -> None:
@@ -53,10 +51,9 @@ def commit_links(vendor: VendorStore, records: Sequence[StoredRecord],
     same ingest run again writes the responses. The new generation tells every reader that
     the links changed, so none needs to list the chunk collection to find out."""
     vendor.write_manifest([
-        *((link_record_id(r.id), link_metadata(r), f"link of {r.id}") for r in records),
-        *((link_record_id(str(t["followup_id"])), t, f"withdrawn {t['followup_id']}")
-          for t in tombstones),
-        (MANIFEST_GENERATION_ID, new_generation(), "manifest generation")])
+        *((link_record_id(r.id), link_metadata(r)) for r in records),
+        *((link_record_id(str(t["followup_id"])), t) for t in tombstones),
+        (MANIFEST_GENERATION_ID, new_generation())])
 
 
 def delete_withdrawn(vendor: VendorStore, marker_ids: Sequence[str],

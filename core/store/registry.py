@@ -181,8 +181,7 @@ class VendorRegistry:
 
     def mark_pending(self, vendor_id: str) -> None:
         writes.apply(self._collection, "upsert", ids=[vendor_id],
-                     metadatas=[_pending_metadata(vendor_id)], embeddings=[[1.0]],
-                     documents=[f"vendor {vendor_id}"])
+                     metadatas=[_pending_metadata(vendor_id)], embeddings=[[1.0]])
 
     def record(self, statuses: Iterable[tuple[str | None, VendorStatus]]) -> None:
         """Record each vendor's counts at its generation, a batch at a time."""
@@ -199,5 +198,4 @@ class VendorRegistry:
         writes.apply(self._collection, "upsert",
                      ids=[status.vendor_id for _, status in batch],
                      metadatas=[_recorded_metadata(g, s) for g, s in batch],
-                     embeddings=[[1.0]] * len(batch),
-                     documents=[f"vendor {s.vendor_id}" for _, s in batch])
+                     embeddings=[[1.0]] * len(batch))

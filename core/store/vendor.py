@@ -338,13 +338,13 @@ class VendorStore:
         found = get_all(self.manifest, where=self.scope_filter(linked), include=("metadatas",))
         return {str(meta["followup_id"]): without_scopes(meta) for meta in found["metadatas"]}
 
-    def write_manifest(self, records: Sequence[tuple[str, dict[str, Any], str]]) -> None:
-        """Upsert manifest records (id, metadata, text) in one write."""
+    def write_manifest(self, records: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Upsert manifest records (id, metadata) in one write. They hold no text: a document
+        would also be written to ChromaDB's store-wide full-text index, which nothing asks."""
         self._before_write(None)
-        writes.apply(self.manifest, "upsert", ids=[i for i, _, _ in records],
-                             metadatas=[with_scopes(self.vendor_id, m) for _, m, _ in records],
-                             embeddings=[[1.0]] * len(records),
-                             documents=[d for _, _, d in records])
+        writes.apply(self.manifest, "upsert", ids=[i for i, _ in records],
+                     metadatas=[with_scopes(self.vendor_id, m) for _, m in records],
+                     embeddings=[[1.0]] * len(records))
 
     def delete_manifest(self, ids: Sequence[str], where: FilterInput = None) -> None:
         """Delete these manifest records (each only if it matches `where`), a batch at a time."""
