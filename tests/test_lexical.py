@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -699,3 +700,32 @@ def test_the_hybrid_strategy_on_a_chromadb_server(tmp_path, monkeypatch):
         assert_intact(path, committed_ids(bench, "acme"))
     finally:
         server.stop()
+
+
+def test_a_hybrid_retrieval_opens_the_lexical_index_once_and_closes_it(acme, monkeypatch):
+    acme.retrieve("acme", "How are backups protected?", "hybrid")  # synced and settled
+    opened: list[sqlite3.Connection] = []
+    real_connect = sqlite3.connect
+
+    def connect(path, *args, **kwargs):
+        db = real_connect(path, *args, **kwargs)
+        if str(path) == str(index_path(acme.settings, "acme")):
+            opened.append(db)
+        return db
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    trace = acme.retrieve("acme", "How are backups protected?", "hybrid")
+    assert trace.first_stage and any(c.lexical_rank for c in trace.first_stage)
+    assert len(opened) == 1
+    with pytest.raises(sqlite3.ProgrammingError):  # closed once the retrieval is done
+        opened[0].execute("SELECT 1")
+
+
+def test_one_index_searched_from_several_threads_at_once_answers_each_whole(acme):
+    index = index_at(acme, "acme")
+    expected = [n.chunk.id for n in index.nearest(query("backups encrypted"), 5)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        found = list(pool.map(lambda _: [n.chunk.id for n in index.nearest(
+            query("backups encrypted"), 5)], range(40)))
+    index.close()
+    assert expected and all(ids == expected for ids in found)

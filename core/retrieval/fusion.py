@@ -108,6 +108,12 @@ class HybridSearch:
         ]
         return neighbours + unfinished
 
+    def close(self) -> None:
+        """Close what the lexical index holds open (a later search opens it again)."""
+        close = getattr(self.lexical, "close", None)
+        if close is not None:
+            close()
+
     def _held_by_the_index(self, query: Query, n: int, scored: list[tuple[str, float]],
                            lexical_found: list[Neighbour]) -> list[Neighbour]:
         """The vector search's hits, asked for ids alone, with the text and metadata the

@@ -235,8 +235,10 @@ class IndexedState:
 
 class LexicalIndex:
     """One vendor's BM25 index at one committed state (the versions a caller read from the
-    manifest), as a candidate source. Safe to use from several threads and processes at once;
-    each call opens its own connection."""
+    manifest), as a candidate source. Safe to use from several threads and processes at once.
+    Calls one after another share one connection to the index file (a retrieval's sync check,
+    search and record reads open it once, not three times, about 0.4 ms each); a call made
+    while another thread holds it opens its own. `close()` closes the shared one."""
 
     name = "lexical"
 
@@ -258,6 +260,8 @@ class LexicalIndex:
         self._expected_followups = expected_followups
         self._page_size = page_size
         self._synced = False
+        self._kept: sqlite3.Connection | None = None
+        self._holding = threading.Lock()
 
     @functools.cached_property
     def _committed(self) -> set[str]:
@@ -558,18 +562,48 @@ class LexicalIndex:
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
+        """The shared connection when no other thread holds it, else one of this call's own.
+        A call that fails closes the connection it used: no transaction outlives it."""
+        shared = self._holding.acquire(blocking=False)
+        try:
+            db = self._kept if shared and self._kept is not None else self._open()
+            if shared:
+                self._kept = db
+            try:
+                yield db
+            except BaseException as exc:
+                db.close()
+                if shared:
+                    self._kept = None
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"The lexical index {self.path} failed: {exc}") from exc
+                raise
+            if not shared:
+                db.close()
+        finally:
+            if shared:
+                self._holding.release()
+
+    def _open(self) -> sqlite3.Connection:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                 check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"The lexical index {self.path} cannot be opened: {exc}") from exc
         try:
             _prepare(db)
-            yield db
         except sqlite3.Error as exc:
-            raise StoreError(f"The lexical index {self.path} failed: {exc}") from exc
-        finally:
             db.close()
+            raise StoreError(f"The lexical index {self.path} failed: {exc}") from exc
+        return db
+
+    def close(self) -> None:
+        """Close the shared connection (a later call opens another)."""
+        with self._holding:
+            if self._kept is not None:
+                self._kept.close()
+                self._kept = None
 
 
 def _of_state(version_key: str | None, committed: set[str]) -> bool:

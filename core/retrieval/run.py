@@ -168,7 +168,11 @@ class StrategyRunner:
                 read_links=lambda g=generation: self.read_links(vendor, g),
                 read_linked=lambda ids, g=generation, ev=evidence: self.read_linked(
                     vendor, g, ev, ids))
-            result = strategy.run(env, query, timings)
+            try:
+                result = strategy.run(env, query, timings)
+            finally:
+                if isinstance(search, HybridSearch):
+                    search.close()
             with timings.stage("manifest"):
                 if generation is None:
                     consistent = committed_versions(vendor.documents()) == versions

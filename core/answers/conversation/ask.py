@@ -228,7 +228,10 @@ class AskPipeline:
             vector = self.services.embed_query(search_query)
         query = Query(text=search_query, criterion_hash=criterion_hash(question),
                       embedding=vector, linked_text=question)
-        result = qa.run(env, query, timings)
+        try:
+            result = qa.run(env, query, timings)
+        finally:
+            search.close()
         boosts = anchored.boosts if anchored else {}
         answer_evidence = [_evidence(c, boosts) for c in result.answer]
         suggestion_evidence = [_evidence(c, boosts) for c in result.suggestions]
