@@ -1,4 +1,5 @@
-"""Metadata filters that cost one vendor's records, not the whole store's.
+"""How a vendor's records sit in ChromaDB: filters that cost one vendor's records, not the
+whole store's, and chunk texts kept out of ChromaDB's full-text index.
 
 ChromaDB's embedded store (and a `chroma run` server) keeps every collection's metadata in one
 SQLite table and evaluates each condition of a `where` as `id IN (SELECT id FROM
