@@ -82,11 +82,17 @@ def get_all(collection: Any, *, where: FilterInput = None,
     return {"ids": ids, **columns}
 
 
-def _chunks_of(found: dict[str, list], *, vectors: bool = False) -> list[StoredChunk]:
+def _chunks_of(found: dict[str, list], *, vectors: bool = False, text: bool = True
+               ) -> list[StoredChunk]:
+    """The records of a read, with their texts (or "" for each: `text=False`)."""
     documents = found.get("documents") or [None] * len(found["ids"])
-    return [StoredChunk(record_id, *read_back(documents[i], found["metadatas"][i]),
-                        np.asarray(found["embeddings"][i], dtype=np.float32) if vectors else None)
-            for i, record_id in enumerate(found["ids"])]
+    chunks = []
+    for i, record_id in enumerate(found["ids"]):
+        record_text, metadata = read_back(documents[i], found["metadatas"][i])
+        chunks.append(StoredChunk(
+            record_id, record_text if text else "", metadata,
+            np.asarray(found["embeddings"][i], dtype=np.float32) if vectors else None))
+    return chunks
 
 
 def _schema_version(collection: Any) -> int:
@@ -153,9 +159,8 @@ class VendorStore:
         """Every chunk record whose metadata matches (markers included), with its text (or
         with none: `text=False`)."""
         include = ("documents", "metadatas") if text else ("metadatas",)
-        found = _chunks_of(get_all(self.chunks, where=self.scope_filter(where), include=include,
-                                   page_size=page_size))
-        return found if text else [StoredChunk(c.id, "", c.metadata) for c in found]
+        return _chunks_of(get_all(self.chunks, where=self.scope_filter(where), include=include,
+                                  page_size=page_size), text=text)
 
     def record_ids(self, where: FilterInput = None, *, page_size: int = PAGE_SIZE) -> list[str]:
         return get_all(self.chunks, where=self.scope_filter(where), include=(),
