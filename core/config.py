@@ -132,7 +132,6 @@ class Settings(BaseSettings):
     # Without a language model a question continues the previous answer when it refers back
     # and the previous answer's evidence is within this cosine of the store's best match.
     continuation_margin: float = Field(0.08, ge=0.0, le=1.0)
-    continuation_short_words: int = Field(4, ge=0)
     source_anchoring_enabled: bool = True
     # "seed": seed 001's additive 0.3 on the fused score; "calibrated": a boost in fused-score
     # units (anchor_fused_ranks ranks' worth of 1 / (rrf_k + 1)).

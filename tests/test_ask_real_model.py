@@ -5,11 +5,13 @@ detector and anchoring figures on the labelled set."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
 from core.answers.conversation.evaluation import evaluate, load_labelled
 from core.config import Settings
+from core.ingest.sample import ingest_sample
 from core.workbench import Workbench
 
 pytestmark = pytest.mark.model
@@ -120,7 +122,28 @@ def test_the_detector_and_both_anchoring_forms_on_the_labelled_set(sample_store,
               f"({figures.accuracy:.1%}); anchoring: {[vars(a) for a in figures.anchoring]}")
     assert figures.accuracy >= 0.9, figures.mistakes
     calibrated, seed = figures.anchoring
-    # The seed's 0.3 takes over every answer on a shift it is applied to; calibrated far less.
-    assert seed.shift_stale_share >= 0.95
-    assert calibrated.shift_stale_share < seed.shift_stale_share
+    # The seed's 0.3 takes over the answers of a shift it is applied to; calibrated, scaled by
+    # the decision's confidence and each document's part, far less.
+    assert seed.shift_stale_share >= 0.75
+    assert calibrated.shift_stale_share <= seed.shift_stale_share / 2
     assert calibrated.continuation_anchor_share >= calibrated.unanchored_continuation_share
+
+
+PUBLIC = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "tailscale"
+
+
+def test_the_decision_on_conversations_about_a_public_vendors_policies(tmp_path, real_embedder):
+    """A labelled set nobody tuned on (benchmarks/data/tailscale): the decision is right on at
+    least 85% of the turns after the first, and errs neither way on more than 10%."""
+    bench = Workbench(Settings(store=tmp_path / "store", lexical_dir=tmp_path / "lexical",
+                               reranker_cache_dir=tmp_path / "none"), embedder=real_embedder)
+    ingest_sample(bench, PUBLIC)
+    labelled = load_labelled(PUBLIC / "conversations.json")
+    assert len(labelled) >= 60
+    figures = evaluate({"calibrated": bench}, labelled)
+    assert figures.later_accuracy >= 0.85, figures.mistakes
+    assert figures.shifts_called_continuations <= 0.1 * figures.later_turns
+    assert figures.continuations_called_shifts <= 0.1 * figures.later_turns
+    # Anchoring keeps a continuation on its topic's documents more than no anchoring does.
+    [calibrated] = figures.anchoring
+    assert calibrated.continuation_topic_share > calibrated.unanchored_topic_share

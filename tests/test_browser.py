@@ -356,7 +356,8 @@ def test_a_reviewer_asks_the_evidence(dashboard_url, browser):
     page.get_by_text("Searched for:").last.wait_for(timeout=WAIT_MS)
     _wait_until_idle(page)
     text = _page_text(page)
-    assert "A continuation (rules)" in text
+    assert "A continuation (rules, confidence" in text
+    assert "that it continues)" in text and "no subject" in text  # the decision's parts
     assert "Can you elaborate on that? backups protected" in text
     assert "business_continuity_plan.md" in text
     assert "Not generated" in text  # no language model here: said plainly

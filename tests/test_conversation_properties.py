@@ -107,6 +107,7 @@ CONVERSATION_FRAGMENTS = [
     "- turn 2 assistant: ", "(none)", "\n\nNew question: ",
     # the text format
     "Conversation c-000000000000, turn 1: starts a topic. ", "\nSearched for: ",
+    "\nDecided from: ", "reference +3.00 (", "; evidence -4.00 (",
     "Anchored to: ", "\nYou could ask next: ", "Related: ", " | ", NOT_GENERATED,
     "Vendor's answer, questionnaire round 9: ",
     # the context and JSON
@@ -344,6 +345,10 @@ def check_turn_text(text: str, turn: AskTurn) -> None:
     lines.expect(f"Conversation {turn.conversation_id}, turn {turn.turn}: {kind}. "
                  f"{on_one_line(turn.continuation.reason)}",
                  f"Searched for: {on_one_line(turn.search_query)}")
+    if turn.continuation.parts:
+        lines.expect("Decided from: " + "; ".join(
+            f"{p.name.replace('_', ' ')} {p.weight:+.2f} ({on_one_line(p.detail)})"
+            for p in turn.continuation.parts))
     if turn.anchor_documents:
         lines.expect(f"Anchored to: {', '.join(on_one_line(d) for d in turn.anchor_documents)}"
                      f" ({turn.anchoring})")

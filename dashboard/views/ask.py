@@ -78,9 +78,20 @@ def show_turn(turn: AskTurn) -> None:
         elif turn.related:
             st.markdown("**Related:** " + " · ".join(plain(r) for r in turn.related))
         with st.expander(f"Turn {turn.turn}: why these sources", expanded=False):
-            kind = "a continuation" if turn.continuation.is_continuation else "a new topic"
-            st.markdown(f"**{kind.capitalize()}** ({plain(turn.continuation.decided_by)}): "
-                        f"{plain(turn.continuation.reason)}")
+            decision = turn.continuation
+            kind = "a continuation" if decision.is_continuation else "a new topic"
+            how = plain(decision.decided_by)
+            if decision.confidence is not None and decision.decided_by == "rules":
+                how += f", confidence {decision.confidence:.2f} that it continues"
+            st.markdown(f"**{kind.capitalize()}** ({how}): {plain(decision.reason)}")
+            if decision.parts:
+                st.dataframe(pd.DataFrame([{"Part": p.name.replace("_", " "),
+                                            "Weight": p.weight, "Why": p.detail}
+                                           for p in decision.parts]),
+                             hide_index=True, column_config={
+                                 "Weight": st.column_config.NumberColumn(
+                                     format="%+.2f", help="added to the sum whose logistic is "
+                                                          "the confidence")})
             st.markdown(f"**Searched for:** {plain(turn.search_query)}")
             if turn.anchor_documents:
                 st.markdown("**Anchor documents** (" + plain(turn.anchoring) + "): "

@@ -41,6 +41,10 @@ def test_a_continuation_is_anchored_and_the_toggle_shows_what_anchoring_moved(
     assert summary.turns == 2
     texts = " ".join(m.value for m in at.markdown)
     assert "A continuation" in texts and "Anchor documents" in texts
+    assert "confidence" in texts and "that it continues" in texts
+    parts = next(d.value for d in at.dataframe if "Part" in d.value.columns)
+    assert {"Part", "Weight", "Why"} == set(parts.columns)
+    assert "no subject" in set(parts["Part"]) and parts["Weight"].sum() > 0
     at.toggle(key="ask_compare").set_value(True).run()
     assert not at.exception
     moves = at.dataframe[-1].value

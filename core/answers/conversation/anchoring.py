@@ -26,23 +26,38 @@ def anchor_boost(settings: Settings) -> float:
     return settings.anchor_fused_ranks / (settings.rrf_k + 1)
 
 
-def describe(settings: Settings) -> str:
+def describe(settings: Settings, scale: float = 1.0, weighted: bool = False) -> str:
     """The anchoring in force, in words, for the turn's record."""
     if settings.source_anchoring == "seed":
         return f"seed 001: +{settings.source_anchoring_boost:g} on the fused score"
-    return (f"calibrated: +{anchor_boost(settings):.4f} on the fused score "
-            f"({settings.anchor_fused_ranks:g} x 1/(k+1), k={settings.rrf_k})")
+    scaled = f" x confidence {scale:.2f}" if scale != 1.0 else ""
+    if weighted:
+        scaled += " x each document's part in the previous answer"
+    return (f"calibrated: +{anchor_boost(settings) * scale:.4f} on the fused score "
+            f"({settings.anchor_fused_ranks:g} x 1/(k+1), k={settings.rrf_k}{scaled})")
+
+
+def document_weights(sources: Sequence[str]) -> dict[str, float]:
+    """Each document's part in an answer whose excerpts came from `sources`, in rank order:
+    the sum of 1/rank of its excerpts, over the largest such sum (the leading document 1.0)."""
+    sums: dict[str, float] = {}
+    for rank, source in enumerate(sources, start=1):
+        sums[source] = sums.get(source, 0.0) + 1.0 / rank
+    top = max(sums.values(), default=0.0)
+    return {source: round(total / top, 4) for source, total in sums.items()} if top else {}
 
 
 class AnchoredSearch:
-    """A candidate source whose neighbours from anchor documents get the boost, re-sorted."""
+    """A candidate source whose neighbours from anchor documents get the boost (times the
+    document's weight, 1 when none is given), re-sorted."""
 
     name = "anchored"
 
     def __init__(self, inner: CandidateSource, anchor_sources: Sequence[str],
-                 boost: float) -> None:
+                 boost: float, weights: dict[str, float] | None = None) -> None:
         self.inner = inner
         self.anchors = set(anchor_sources)
+        self.weights = weights or {}
         self.boost = boost
         self.boosts: dict[str, float] = {}  # chunk id -> boost it received
 
@@ -50,10 +65,12 @@ class AnchoredSearch:
         found = self.inner.nearest(query, max(n, ANCHOR_WINDOW), where=where)
         boosted = []
         for neighbour in found:
-            if neighbour.chunk.metadata.get("source") in self.anchors and self.boost:
-                self.boosts[neighbour.chunk.id] = self.boost
+            source = neighbour.chunk.metadata.get("source")
+            boost = self.boost * self.weights.get(source, 1.0)
+            if source in self.anchors and boost:
+                self.boosts[neighbour.chunk.id] = boost
                 # The fused score stays as fused; the order follows fused + boost.
-                neighbour = replace(neighbour, score=neighbour.score + self.boost)
+                neighbour = replace(neighbour, score=neighbour.score + boost)
             boosted.append(neighbour)
         boosted.sort(key=lambda nb: -nb.score)
         kept, committed = [], 0

@@ -110,6 +110,10 @@ def turn_text(turn: AskTurn) -> str:
     lines = [f"Conversation {turn.conversation_id}, turn {turn.turn}: {kind}. "
              f"{one_line(turn.continuation.reason)}",
              f"Searched for: {one_line(turn.search_query)}"]
+    if turn.continuation.parts:
+        lines.append("Decided from: " + "; ".join(
+            f"{p.name.replace('_', ' ')} {p.weight:+.2f} ({one_line(p.detail)})"
+            for p in turn.continuation.parts))
     if turn.anchor_documents:
         lines.append(f"Anchored to: {', '.join(one_line(d) for d in turn.anchor_documents)} "
                      f"({turn.anchoring})")

@@ -16,8 +16,19 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from core.answers.conversation import answer as answers
-from core.answers.conversation.anchoring import AnchoredSearch, anchor_boost, describe
-from core.answers.conversation.continuation import Closeness, decide, expanded_query
+from core.answers.conversation.anchoring import (
+    AnchoredSearch,
+    anchor_boost,
+    describe,
+    document_weights,
+)
+from core.answers.conversation.continuation import (
+    Closeness,
+    decide,
+    expanded_query,
+    known_words,
+    leans_on_words,
+)
 from core.answers.conversation.history import merge_history
 from core.answers.conversation.models import AnswerEvidence, AskTurn, Continuation, HistoryMessage
 from core.answers.conversation.store import Conversations, new_conversation_id
@@ -91,12 +102,14 @@ class AskPipeline:
         vendor = self.services.store.open_vendor(
             vendor_id, embedding_model=self.services.embedder().name)
         conversations = Conversations(self.services.store, vendor.vendor_id)
+        earlier: list[AskTurn] = []
         if conversation_id is None:
-            conversation_id, turn_number, previous = new_conversation_id(), 1, None
+            conversation_id = new_conversation_id()
         else:
             conversations.check_id(conversation_id)
-            previous = conversations.last_turn(conversation_id)
-            turn_number = (previous.turn if previous else 0) + 1
+            earlier = conversations.turns(conversation_id)
+        previous = earlier[-1] if earlier else None
+        turn_number = (previous.turn if previous else 0) + 1
         client = LLMClient.from_settings(self.settings)
         with timings.stage("embed_question"):
             embedding = self.services.embed_query(question)
@@ -111,11 +124,14 @@ class AskPipeline:
         evidence = self.services.runner.evidence(vendor, versions)
         with timings.stage("continuation"):
             continuation, search_query = self._continuation(
-                evidence, question, embedding, previous, history, client, notes)
+                evidence, question, embedding, earlier, history, client, notes)
         anchors = (previous.cited_documents if previous and continuation.is_continuation
                    and anchored and self.settings.source_anchoring_enabled else [])
+        weights = (document_weights([e.source for e in previous.answer_evidence])
+                   if anchors and self.settings.source_anchoring == "calibrated" else {})
         turn = self._answer(vendor, generation, versions, evidence, question, search_query,
-                            anchors, client, timings, notes)
+                            anchors, client, timings, notes,
+                            scale=self._anchor_scale(continuation), weights=weights)
         turn = turn.model_copy(update={
             "vendor_id": vendor.vendor_id, "conversation_id": conversation_id,
             "turn": turn_number, "continuation": continuation, "history": history,
@@ -152,7 +168,10 @@ class AskPipeline:
         generation, versions = self.services.runner.committed_state(vendor)
         again = self._answer(vendor, generation, versions,
                              self.services.runner.evidence(vendor, versions), turn.question,
-                             turn.search_query, anchors, None, Timings(), [])
+                             turn.search_query, anchors, None, Timings(), [],
+                             scale=self._anchor_scale(turn.continuation),
+                             weights=turn.anchor_weights
+                             if self.settings.source_anchoring == "calibrated" else {})
         return again.model_copy(update={
             "vendor_id": turn.vendor_id, "conversation_id": turn.conversation_id,
             "turn": turn.turn, "continuation": turn.continuation, "history": turn.history})
@@ -160,26 +179,45 @@ class AskPipeline:
     # Steps -------------------------------------------------------------------------------
 
     def _continuation(self, evidence: VendorEvidence, question: str, embedding: np.ndarray,
-                      previous: AskTurn | None, history: list[HistoryMessage],
+                      earlier: list[AskTurn], history: list[HistoryMessage],
                       client: LLMClient | None, notes: list[str]
                       ) -> tuple[Continuation, str]:
         """Seed 001's agent when a language model is configured, else the rules; a failed
         call falls back to the rules with a note."""
+        previous = earlier[-1] if earlier else None
         if previous is not None and client is not None:
             try:
                 return self._agent(client, question, previous, history)
             except LLMError as exc:
                 notes.append(f"The language model could not decide the continuation ({exc}); "
                              "the rules decided instead.")
-        # A question that points back ("How often are they tested?") is measured with the
-        # previous question's subject words it lacks: the pronoun alone names nothing.
-        expanded = expanded_query(question, previous.question) if previous else question
-        closeness = self._closeness(evidence, self.services.embed_query(expanded),
-                                    previous) if previous else None
-        decision = decide(question, has_previous=previous is not None, closeness=closeness,
-                          margin=self.settings.continuation_margin,
-                          short_words=self.settings.continuation_short_words)
-        return decision, expanded if decision.is_continuation else question
+        topic = _topic(earlier)
+        questions = [t.question for t in topic]
+        search = previous.search_query if previous else ""
+        known = known_words(evidence.vendor.vendor_id)
+        expanded = expanded_query(question, questions, search, known) if previous else question
+        closeness = None
+        if previous is not None:
+            # A question whose words point at the conversation ("How often are they tested?",
+            # "Which algorithm exactly?") is measured with the subject it lacks; one that says
+            # what it asks about is measured as asked.
+            alone = not leans_on_words(question, questions, known)
+            vector = embedding if alone or expanded == question else \
+                self.services.embed_query(expanded)
+            closeness = self._closeness(evidence, vector, previous)
+        decision = decide(question, earlier=questions, previous_search=search,
+                          closeness=closeness, margin=self.settings.continuation_margin,
+                          known=known)
+        searched = expanded if decision.is_continuation and decision.needs_conversation \
+            else question
+        return decision, searched
+
+    def _anchor_scale(self, continuation: Continuation) -> float:
+        """How much of the anchoring boost a continuation gets: all of it under seed 001's
+        form or from a model's decision, else the rules' confidence."""
+        if self.settings.source_anchoring == "seed" or continuation.confidence is None:
+            return 1.0
+        return continuation.confidence
 
     def _agent(self, client: LLMClient, question: str, previous: AskTurn,
                history: list[HistoryMessage]) -> tuple[Continuation, str]:
@@ -207,15 +245,16 @@ class AskPipeline:
 
     def _answer(self, vendor, generation: str | None, versions: dict[str, str],
                 evidence: VendorEvidence, question: str, search_query: str, anchors: list[str],
-                client: LLMClient | None, timings: Timings, notes: list[str]) -> AskTurn:
+                client: LLMClient | None, timings: Timings, notes: list[str], *,
+                scale: float = 1.0, weights: dict[str, float] | None = None) -> AskTurn:
         """Retrieve for the search query at these committed versions (read at this manifest
         generation) and compose the answer (no conversation fields)."""
         runner = self.services.runner
         reranker, status = self.services.reranker()
         with timings.stage("lexical_sync"):
             search = runner.hybrid(vendor, versions, evidence, generation)
-        anchored = (AnchoredSearch(search, anchors, anchor_boost(self.settings))
-                    if anchors else None)
+        anchored = (AnchoredSearch(search, anchors, anchor_boost(self.settings) * scale,
+                                   weights) if anchors else None)
         env = RetrievalEnv(settings=self.settings, vendor_id=vendor.vendor_id,
                            search=anchored or search, records=evidence, reranker=reranker,
                            reranker_status=status,
@@ -257,7 +296,9 @@ class AskPipeline:
             search_query=search_query,
             continuation=Continuation(is_continuation=False, reason="", decided_by="rules"),
             history=[], anchor_documents=anchors,
-            anchoring=describe(self.settings) if anchors else "", answer=text,
+            anchor_weights={d: w for d, w in (weights or {}).items() if d in anchors},
+            anchoring=describe(self.settings, scale, bool(weights)) if anchors else "",
+            answer=text,
             answered_by=answered_by, answer_evidence=answer_evidence,
             suggestion_evidence=suggestion_evidence,
             related=answers.related_topics(suggestion_evidence), suggested_questions=suggested,
@@ -275,3 +316,12 @@ def _evidence(candidate: Candidate, boosts: dict[str, float]) -> AnswerEvidence:
         lexical_score=candidate.lexical_score, fused_score=candidate.fused_score,
         anchor_boost=boosts.get(candidate.id, 0.0), rerank_score=candidate.rerank_score,
         final_score=candidate.final_score)
+
+
+def _topic(turns: list[AskTurn]) -> list[AskTurn]:
+    """The turns of the current topic: from the last that did not continue one, oldest first."""
+    start = 0
+    for i, turn in enumerate(turns):
+        if not turn.continuation.is_continuation:
+            start = i
+    return turns[start:]

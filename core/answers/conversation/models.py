@@ -21,12 +21,25 @@ class HistoryMessage(BaseModel):
     why: Literal["recent", "similar"] = "recent"
 
 
+class DecisionPart(BaseModel):
+    """One part of the continuation decision: its name, what it added to the sum, and why."""
+
+    name: str
+    weight: float
+    detail: str
+
+
 class Continuation(BaseModel):
-    """Whether a question continues the previous answer's topic (seed 001's isFollowUp)."""
+    """Whether a question continues the previous answer's topic (seed 001's isFollowUp) and
+    needs the conversation to be understood (its needsReformulation)."""
 
     is_continuation: bool
     reason: str = Field(description="one sentence")
     decided_by: DecidedBy
+    confidence: float | None = Field(
+        None, description="0..1 that the question continues the topic; none from a model")
+    needs_conversation: bool | None = None
+    parts: list[DecisionPart] = Field(default_factory=list)
     signals: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -62,6 +75,9 @@ class AskTurn(BaseModel):
     continuation: Continuation
     history: list[HistoryMessage]
     anchor_documents: list[str]
+    anchor_weights: dict[str, float] = Field(
+        default_factory=dict, description="each anchor document's share of the boost (its "
+                                          "part in the previous answer); none under seed 001")
     anchoring: str = ""
     answer: str
     answered_by: str
