@@ -164,3 +164,9 @@ def test_on_trec_cast_the_words_say_which_turns_need_the_conversation():
     assert figures["accuracy"] >= 0.85
     assert max(figures["said_needed_wrongly_share"], figures["missed_share"]) <= 0.10
     assert figures["rewrite_words_carried_recall"] >= 0.35
+
+
+def test_a_question_with_a_verb_after_its_wh_word_is_no_fragment():
+    assert "fragment" not in names("Who approves restores?")
+    assert "fragment" not in names("Tell me about lung cancer.")
+    assert "fragment" in names("For which systems?")

@@ -132,6 +132,8 @@ EVIDENCE_SLOPE = 4.0  # the evidence part per `continuation_margin` of gap
 FRAGMENT_WORDS = 5  # a question this short with no verb of its own is a fragment
 IMPERATIVES = frozenset({"tell", "describe", "explain", "list", "give", "show", "define",
                          "compare", "summarize", "summarise", "name", "outline", "walk"})
+# A question opening with one of these has a clause ("Who approves restores?"), not a fragment.
+CLAUSE_OPENERS = frozenset({"who", "what", "why", "where", "when"})
 
 
 def known_words(*names: str) -> frozenset[str]:
@@ -246,7 +248,7 @@ def dependence(question: str, earlier: Sequence[str],
     if not subject:
         parts.append(_part("no_subject", "no subject words of its own"))
     elif (len(words(question)) <= FRAGMENT_WORDS and not any(w in AUXILIARIES for w in low)
-          and low[0] not in IMPERATIVES):
+          and low[0] not in IMPERATIVES and not (low[0] in CLAUSE_OPENERS and len(low) > 2)):
         parts.append(_part("fragment", "a fragment without a verb of its own"))
     reference = _reference(tokens, low)
     if reference:
