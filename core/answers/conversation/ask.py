@@ -127,11 +127,11 @@ class AskPipeline:
                 evidence, question, embedding, earlier, history, client, notes)
         anchors = (previous.cited_documents if previous and continuation.is_continuation
                    and anchored and self.settings.source_anchoring_enabled else [])
-        weights = (document_weights([e.source for e in previous.answer_evidence])
-                   if anchors and self.settings.source_anchoring == "calibrated" else {})
+        weights = document_weights([e.source for e in previous.answer_evidence]) \
+            if anchors else {}
         turn = self._answer(vendor, generation, versions, evidence, question, search_query,
                             anchors, client, timings, notes,
-                            scale=self._anchor_scale(continuation), weights=weights)
+                            anchoring=self._anchoring(continuation, weights))
         turn = turn.model_copy(update={
             "vendor_id": vendor.vendor_id, "conversation_id": conversation_id,
             "turn": turn_number, "continuation": continuation, "history": history,
@@ -169,9 +169,7 @@ class AskPipeline:
         again = self._answer(vendor, generation, versions,
                              self.services.runner.evidence(vendor, versions), turn.question,
                              turn.search_query, anchors, None, Timings(), [],
-                             scale=self._anchor_scale(turn.continuation),
-                             weights=turn.anchor_weights
-                             if self.settings.source_anchoring == "calibrated" else {})
+                             anchoring=self._anchoring(turn.continuation, turn.anchor_weights))
         return again.model_copy(update={
             "vendor_id": turn.vendor_id, "conversation_id": turn.conversation_id,
             "turn": turn.turn, "continuation": turn.continuation, "history": turn.history})
@@ -212,12 +210,16 @@ class AskPipeline:
             else question
         return decision, searched
 
-    def _anchor_scale(self, continuation: Continuation) -> float:
-        """How much of the anchoring boost a continuation gets: all of it under seed 001's
-        form or from a model's decision, else the rules' confidence."""
-        if self.settings.source_anchoring == "seed" or continuation.confidence is None:
-            return 1.0
-        return continuation.confidence
+    def _anchoring(self, continuation: Continuation, weights: dict[str, float]
+                   ) -> tuple[float, dict[str, float]]:
+        """How much of the anchoring boost a continuation gets, and each anchor document's
+        share of it: under seed 001's form all of it on every document; under the calibrated
+        form the rules' confidence (all of it from a model's decision) times the document's
+        weight."""
+        if self.settings.source_anchoring == "seed":
+            return 1.0, {}
+        scale = 1.0 if continuation.confidence is None else continuation.confidence
+        return scale, weights
 
     def _agent(self, client: LLMClient, question: str, previous: AskTurn,
                history: list[HistoryMessage]) -> tuple[Continuation, str]:
@@ -246,10 +248,11 @@ class AskPipeline:
     def _answer(self, vendor, generation: str | None, versions: dict[str, str],
                 evidence: VendorEvidence, question: str, search_query: str, anchors: list[str],
                 client: LLMClient | None, timings: Timings, notes: list[str], *,
-                scale: float = 1.0, weights: dict[str, float] | None = None) -> AskTurn:
+                anchoring: tuple[float, dict[str, float]] = (1.0, {})) -> AskTurn:
         """Retrieve for the search query at these committed versions (read at this manifest
         generation) and compose the answer (no conversation fields)."""
         runner = self.services.runner
+        scale, weights = anchoring
         reranker, status = self.services.reranker()
         with timings.stage("lexical_sync"):
             search = runner.hybrid(vendor, versions, evidence, generation)
@@ -296,7 +299,7 @@ class AskPipeline:
             search_query=search_query,
             continuation=Continuation(is_continuation=False, reason="", decided_by="rules"),
             history=[], anchor_documents=anchors,
-            anchor_weights={d: w for d, w in (weights or {}).items() if d in anchors},
+            anchor_weights=dict(weights) if anchors else {},
             anchoring=describe(self.settings, scale, bool(weights)) if anchors else "",
             answer=text,
             answered_by=answered_by, answer_evidence=answer_evidence,

@@ -156,7 +156,7 @@ def subject_words(text: str, known: frozenset[str] = frozenset()) -> list[str]:
             if w not in FILLER and w not in REFERENCE_WORDS and w not in known]
 
 
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
     """A plural folded to its singular, well enough to match a word across two questions."""
     word = word.lower().removesuffix("'s").removesuffix("'")
     if word.endswith("ies") and len(word) > 5:
@@ -180,9 +180,12 @@ def _opening(text: str, openers: tuple[str, ...]) -> str | None:
     return None
 
 
-def _part(name: str, detail: str, weight: float | None = None) -> DecisionPart:
-    return DecisionPart(name=name, weight=WEIGHTS[name] if weight is None else weight,
-                        detail=detail)
+def _part(name: str, detail: str) -> DecisionPart:
+    return DecisionPart(name=name, weight=WEIGHTS[name], detail=detail)
+
+
+def _total(parts: Sequence[DecisionPart]) -> float:
+    return sum(p.weight for p in parts)
 
 
 def _reference(tokens: list[str], low: list[str]) -> str | None:
@@ -275,8 +278,8 @@ def dependence(question: str, earlier: Sequence[str],
     if ends and ends[-1] in COMPARISON_ENDINGS:
         parts.append(_part("comparison", f"\u201c{ends[-1]}\u201d than what is not said"))
     own = topic_words(question, known)
-    said = {_stem(w) for text in earlier for w in topic_words(text, known)}
-    shared = next((w for w in own if _stem(w) in said), None)
+    said = {stem(w) for text in earlier for w in topic_words(text, known)}
+    shared = next((w for w in own if stem(w) in said), None)
     if shared and not reference:
         parts.append(_part("names_subject", f"names \u201c{shared}\u201d itself"))
     proper = next((t for t in tokens[1:] if t[:1].isupper() and t.lower() not in FILLER
@@ -297,7 +300,7 @@ def needs_conversation(question: str, earlier: Sequence[str],
                        known: frozenset[str] = frozenset()) -> bool:
     """Whether a later question needs the conversation to be understood (seed 001's
     needsReformulation), from its words alone."""
-    return sum(p.weight for p in dependence(question, earlier, known)) > 0.0
+    return _total(dependence(question, earlier, known)) > 0.0
 
 
 @dataclass(frozen=True)
@@ -324,20 +327,20 @@ def decide(question: str, *, earlier: Sequence[str], previous_search: str = "",
                             reason="It is the first question of the conversation.")
     shift = _opening(question, SHIFT_OPENERS)
     language = dependence(question, earlier, known)
-    needs = sum(p.weight for p in language) > 0.0
+    needs = _total(language) > 0.0
     if shift:
         parts = [_part("shift_opener", f"opens with \u201c{shift}\u201d")]
         return Continuation(
-            is_continuation=False, decided_by="rules", confidence=round(_confidence(
-                sum(p.weight for p in language + parts)), 4), needs_conversation=needs,
+            is_continuation=False, decided_by="rules",
+            confidence=round(_confidence(_total(language + parts)), 4), needs_conversation=needs,
             parts=parts, signals={"shift_opener": shift},
             reason=f"It opens with \u201c{shift}\u201d, which announces a new topic.")
     # Naming the subject the conversation has been about makes a question stand alone, and
     # it is also what a question continuing that subject does.
     parts = [p for p in language if p.name != "names_subject"]
-    before = {_stem(w) for text in [previous_search, *earlier]
+    before = {stem(w) for text in [previous_search, *earlier]
               for w in topic_words(text, known)}
-    repeated = next((w for w in topic_words(question, known) if _stem(w) in before), None)
+    repeated = next((w for w in topic_words(question, known) if stem(w) in before), None)
     if repeated:
         parts.append(_part("same_subject", f"\u201c{repeated}\u201d was the topic's subject"))
     signals: dict[str, object] = {"subject_words": subject_words(question, known)}
@@ -351,8 +354,7 @@ def decide(question: str, *, earlier: Sequence[str], previous_search: str = "",
                    f"{closeness.store:.2f}"))
         signals.update({"previous_evidence_cosine": round(closeness.previous, 4),
                         "store_best_cosine": round(closeness.store, 4), "margin": margin})
-    total = sum(p.weight for p in parts)
-    confidence = _confidence(total)
+    confidence = _confidence(_total(parts))
     continues = confidence >= 0.5
     return Continuation(is_continuation=continues, decided_by="rules",
                         confidence=round(confidence, 4), needs_conversation=needs,
@@ -376,7 +378,7 @@ def carried_words(question: str, earlier: Sequence[str], previous_search: str = 
     """The subject words a question that leans on the conversation lacks: from the previous
     question (or, when it named nothing, what it searched for) and from the topic's first
     question, in that order (HQE)."""
-    own = {_stem(w) for w in subject_words(question, known)}
+    own = {stem(w) for w in subject_words(question, known)}
     if not earlier:
         return []
     previous = (earlier[-1] if topic_words(earlier[-1], known)
@@ -385,9 +387,9 @@ def carried_words(question: str, earlier: Sequence[str], previous_search: str = 
     carried: list[str] = []
     for text in sources:
         for word in topic_words(text, known):
-            if _stem(word) not in own and word not in carried:
+            if stem(word) not in own and word not in carried:
                 carried.append(word)
-                own.add(_stem(word))
+                own.add(stem(word))
     return carried
 
 

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from core.answers.conversation.continuation import (
     carried_words,
     needs_conversation,
+    stem,
     subject_words,
 )
 from core.answers.conversation.models import AskTurn
@@ -208,9 +209,8 @@ def _folded(text: str) -> str:
     return " ".join(_FOLD.findall(text.lower()))
 
 
-def _stems(text: str) -> set[str]:
-    from core.answers.conversation.continuation import _stem
-    return {_stem(w) for w in subject_words(text)}
+def _stems(words: list[str]) -> set[str]:
+    return {stem(w) for w in words}
 
 
 def load_cast(path: Path = CAST_TURNS) -> dict[tuple[int, str], list[dict[str, Any]]]:
@@ -259,9 +259,8 @@ def evaluate_cast(conversations: dict[tuple[int, str], list[dict[str, Any]]]
             if turn["repeat"]:
                 continue
             gold = _folded(said) != _folded(turn["rewrite"])
-            added = _stems(turn["rewrite"]) - _stems(said)
-            from core.answers.conversation.continuation import _stem
-            got = {_stem(w) for w in carried}
+            added = _stems(subject_words(turn["rewrite"])) - _stems(subject_words(said))
+            got = _stems(carried)
             for bucket in (figures, totals):
                 bucket["turns"] += 1
                 bucket["need_conversation"] += gold

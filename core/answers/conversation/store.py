@@ -94,11 +94,6 @@ class Conversations:
                                       why="similar"))
         return out[:n]
 
-    def last_turn(self, conversation_id: str) -> AskTurn | None:
-        """The latest turn as it was printed, with the evidence that backed its answer."""
-        turns = self.turns(conversation_id)
-        return turns[-1] if turns else None
-
     def turns(self, conversation_id: str) -> list[AskTurn]:
         """Every turn of the conversation, as `evidence ask` printed it."""
         collection = self._collection()
