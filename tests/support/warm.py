@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import types
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,20 @@ def _child(target: str, args: Sequence[Any], env: dict[str, str], cwd: str,
             os._exit(code & 0xFF)
 
 
+@contextlib.contextmanager
+def _no_main_script():
+    """While a child is started, a `__main__` with no file behind it. multiprocessing has each
+    child run the parent's `__main__` file again before its target; Streamlit's script runner
+    installs the page it ran as `__main__` and leaves it there, so after a dashboard test every
+    child would run that page, in bare mode, with the default store."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
 class Started:
     """A warm process that was started and not yet waited for."""
 
@@ -124,7 +139,8 @@ class Started:
         self.process = _forkserver().Process(
             target=_child, args=(target, list(args), dict(env), str(cwd), stdin,
                                  str(self._paths["stdout"]), str(self._paths["stderr"])))
-        self.process.start()
+        with _no_main_script():
+            self.process.start()
 
     @property
     def pid(self) -> int | None:
