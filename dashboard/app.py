@@ -75,6 +75,7 @@ page = st.navigation({
     "Vendor": [
         st.Page(views / "next_round.py", title="Next round", icon=":material/forward_to_inbox:"),
         st.Page(views / "pack.py", title="Evidence pack", icon=":material/inventory_2:"),
+        st.Page(views / "decisions.py", title="Decisions", icon=":material/gavel:"),
     ],
     "Quality": [
         st.Page(views / "quality.py", title="Strategy quality", icon=":material/query_stats:"),

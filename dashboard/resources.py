@@ -7,11 +7,13 @@ import copy
 import functools
 import threading
 from collections.abc import Callable, Sequence
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import streamlit as st
 
+from core.answers.decisions import Decision, DecisionLog, DecisionView
 from core.bench.results import LoadedResults, load_results
 from core.config import Settings
 from core.criteria import CriterionEntry
@@ -139,6 +141,58 @@ def evidence_pack(vendor_id: str, criteria: Sequence[CriterionEntry],
                   strategy: str) -> EvidencePack:
     """The vendor's evidence pack (cached until a write or a new verdict)."""
     return EvidencePack.model_validate(_pack_json(vendor_id, tuple(criteria), strategy))
+
+
+# Reviewer decisions are kept beside the evidence, not in the store's state: a decision changes
+# no state. The vendor's decisions are read afresh on every run (one small read), so a decision
+# recorded anywhere shows at once, and each is judged against the cached trace of its
+# criterion and strategy. The list of every decided criterion is cached under the store's
+# state, the decisions read and the day (a waiver expires with the date).
+
+def decision_histories(vendor_id: str) -> dict[str, list[Decision]]:
+    """criterion hash -> its decisions, oldest first, in the order first decided."""
+    histories: dict[str, list[Decision]] = {}
+    for decision in DecisionLog(get_workbench().store, vendor_id).all():
+        histories.setdefault(decision.criterion_hash, []).append(decision)
+    return histories
+
+
+def _today() -> date:
+    return datetime.now(UTC).date()
+
+
+def judged(history: Sequence[Decision], today: date | None = None) -> DecisionView:
+    """A criterion's latest decision in the state the (cached) trace of its criterion and
+    strategy puts it now."""
+    latest = history[-1]
+    return get_workbench().reviewing().view(
+        history, retrieve(latest.vendor_id, latest.criterion, latest.strategy),
+        today or _today())
+
+
+@on_store_state(per_vendor=True, show_spinner="Checking each decision against the evidence...")
+def _decisions_json(vendor_id: str, recorded: tuple[str, ...], day: str) -> list[dict]:
+    kept = set(recorded)
+    histories = [[d for d in history if d.id in kept]
+                 for history in decision_histories(vendor_id).values()]
+    return [judged(history, date.fromisoformat(day)).to_json_dict()
+            for history in histories if history]
+
+
+def decisions(vendor_id: str) -> list[DecisionView]:
+    """Every decided criterion of the vendor, its decision and state now, in the order first
+    decided (cached under the store's state, the decisions recorded and the day)."""
+    recorded = tuple(d.id for history in decision_histories(vendor_id).values()
+                     for d in history)
+    if not recorded:
+        return []
+    return [DecisionView.model_validate(view)
+            for view in _decisions_json(vendor_id, recorded, _today().isoformat())]
+
+
+def decisions_changed() -> None:
+    """Call after a decision is recorded: the lists of decisions kept are dropped."""
+    _decisions_json.clear()
 
 
 # Caches not of the store's state ------------------------------------------------------------

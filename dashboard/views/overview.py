@@ -1,15 +1,35 @@
-"""Criterion overview: hash, reranker, timings, and what made the context, with every score."""
+"""Criterion overview: hash, reranker, timings, and what made the context, with every score;
+beside it the reviewer's decision on the criterion, its state and history, and the form to
+record a new one."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 import streamlit as st
 
+from core.answers.decisions import (
+    MAX_NOTE_CHARS,
+    MAX_REVIEWER_CHARS,
+    STATUS_LABELS,
+    STATUSES,
+    DecisionView,
+    default_reviewer,
+)
+from core.errors import EvidenceError
 from core.models import RetrievalTrace
 from core.trace.context import evidence_source
-from dashboard import actions, charts, widgets
-from dashboard.selection import selection
+from dashboard import actions, charts, resources, widgets
+from dashboard.selection import Selection, selection
 from dashboard.text import plain
+from dashboard.views.decisions import show_contradictions, show_history, show_state
+
+WAIVER_NEEDS_DATE = "A waiver needs a date: pick the last day it holds under Waived until."
+# What the last press of Record decision left for the page to show: a refusal, or that the
+# decision was recorded.
+REFUSED_KEY = "decision_refused"
+RECORDED_KEY = "decision_recorded"
 
 
 def followup_rows(trace: RetrievalTrace) -> pd.DataFrame:
@@ -84,12 +104,90 @@ def show_excerpts(trace: RetrievalTrace) -> None:
     })
 
 
+def criterion_decision(chosen: Selection, trace: RetrievalTrace) -> DecisionView | None:
+    """The criterion's latest decision and its state now, or None when it was never decided;
+    a store that cannot be read shows the error block and stops the page."""
+    try:
+        history = resources.decision_histories(chosen.vendor_id).get(trace.criterion_hash)
+        return resources.judged(history) if history else None
+    except EvidenceError as exc:
+        widgets.stop_on_error(exc, "The decisions could not be read")
+
+
+def record_decision(chosen: Selection) -> None:
+    """Record the decision as the form holds it (run before the page is drawn again, so the
+    new state shows at once); a refusal is kept for the page to show, and nothing is
+    written."""
+    state = st.session_state
+    state.pop(REFUSED_KEY, None)
+    status = state.get("decision_status")
+    until = state.get("decision_until") if status == "waived" else None
+    if status == "waived" and until is None:
+        state[REFUSED_KEY] = WAIVER_NEEDS_DATE
+        return
+    try:
+        view = resources.get_workbench().decide(
+            chosen.vendor_id, chosen.criterion, status, strategy=chosen.strategy,
+            note=state.get("decision_note"), until=until.isoformat() if until else None,
+            reviewer=state.get("decision_reviewer") or "")
+    except EvidenceError as exc:
+        state[REFUSED_KEY] = widgets.error_sentence(exc, "The decision was not recorded")
+        return
+    resources.decisions_changed()
+    state[RECORDED_KEY] = view.decided_at
+    state["decision_status"] = None
+    state["decision_note"] = ""
+
+
+def decision_form(chosen: Selection) -> None:
+    """Status, note, a date for a waiver only, the reviewer, and the Record decision button."""
+    status = st.selectbox("Decision", STATUSES, index=None, format_func=STATUS_LABELS.get,
+                          key="decision_status", placeholder="Choose a status")
+    if status == "waived":
+        tomorrow = datetime.now(UTC).date() + timedelta(days=1)
+        st.date_input("Waived until", value=None, min_value=tomorrow, key="decision_until",
+                      format="YYYY-MM-DD", help="The last day the waiver holds.")
+    st.text_area("Note", key="decision_note", height=90, max_chars=MAX_NOTE_CHARS,
+                 placeholder="Why, in your words")
+    st.text_input("Reviewer", key="decision_reviewer", max_chars=MAX_REVIEWER_CHARS,
+                  value=default_reviewer(resources.get_workbench().settings.reviewer))
+    st.button("Record decision", key="decision_record", type="primary",
+              disabled=status is None, on_click=record_decision, args=(chosen,),
+              help=f"Recorded on the {chosen.strategy} strategy's context as it is now, with "
+                   "the rounds and document versions in it; earlier decisions are kept.")
+    refused = st.session_state.pop(REFUSED_KEY, None)
+    if refused:
+        st.error(refused)
+
+
+def show_decision(chosen: Selection, trace: RetrievalTrace) -> None:
+    """The reviewer's decision on the criterion: its state, the contradictions in its context,
+    its history, and the form to record a new one."""
+    st.subheader("Reviewer's decision")
+    view = criterion_decision(chosen, trace)
+    current, form = st.columns([3, 2], gap="large")
+    with current:
+        if st.session_state.pop(RECORDED_KEY, None):
+            st.caption("Recorded just now.")
+        if view is None:
+            st.markdown("No decision is recorded for this criterion yet.")
+        else:
+            show_state(view)
+            show_contradictions(view)
+            count = len(view.history)
+            with st.expander(f"History ({count} decision{'' if count == 1 else 's'})"):
+                show_history(view, key="overview_decision_history")
+    with form:
+        decision_form(chosen)
+
+
 def render() -> None:
-    """The page: the trace's headline figures, then the follow-ups, the excerpts and the
-    time each stage took."""
-    chosen = selection()
-    widgets.header("Criterion overview", chosen)
-    trace = actions.current_trace(widgets.require_selection(chosen))
+    """The page: the trace's headline figures, the reviewer's decision, then the follow-ups,
+    the excerpts and the time each stage took."""
+    shown = selection()
+    widgets.header("Criterion overview", shown)
+    chosen = widgets.require_selection(shown)
+    trace = actions.current_trace(chosen)
 
     hash_col, followups_col, excerpts_col, total_col = st.columns([2, 1, 1, 1])
     hash_col.metric("Criterion hash", trace.criterion_hash,
@@ -110,6 +208,7 @@ def render() -> None:
         )
     st.caption(f"Embedding model: {plain(trace.embedding_model)}")
 
+    show_decision(chosen, trace)
     show_followups(trace)
     show_excerpts(trace)
 
