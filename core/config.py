@@ -155,6 +155,10 @@ class Settings(BaseSettings):
     llm_api_key: str | None = None
     llm_timeout_s: float = Field(60.0, gt=0.0, le=3600.0)
 
+    # Who records a reviewer decision when none is named (the workbench has no accounts):
+    # unset, the operating system's user.
+    reviewer: str | None = None
+
     # Recorded benchmark results the dashboard shows.
     benchmark_results: Path = BENCHMARK_RESULTS_DIR
 

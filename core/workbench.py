@@ -15,6 +15,7 @@ import numpy as np
 from core.answers.conversation.ask import AskPipeline
 from core.answers.conversation.models import AskTurn, ConversationSummary
 from core.answers.conversation.store import Conversations
+from core.answers.decisions import DecisionView, Reviewing
 from core.answers.verdicts import Assessor, Verdict, VerdictStatus
 from core.config import Settings
 from core.criteria import check_criterion
@@ -191,6 +192,24 @@ class Workbench:
         """The stored verdict to show for the criterion, current or stale; needs no model."""
         return Assessor(self.settings, self.store, self.retrieve).latest(
             vendor_id, criterion, strategy)
+
+    def reviewing(self) -> Reviewing:
+        """The reviewer's decisions over this store (see core.answers.decisions)."""
+        assessor = Assessor(self.settings, self.store, self.retrieve)
+        return Reviewing(self.store, self.retrieve, assessor.status,
+                         reviewer=self.settings.reviewer)
+
+    def decide(self, vendor_id: str, criterion: str, status: str, *,
+               strategy: str = DEFAULT_STRATEGY, note: str | None = None,
+               until: str | None = None, reviewer: str | None = None) -> DecisionView:
+        """Record the reviewer's decision on the criterion's context as it is now."""
+        return self.reviewing().decide(vendor_id, check_criterion(criterion), status,
+                                       strategy=strategy, note=note, until=until,
+                                       reviewer=reviewer)
+
+    def decisions(self, vendor_id: str) -> list[DecisionView]:
+        """Every decided criterion of the vendor: its current decision, state and history."""
+        return self.reviewing().decisions(vendor_id)
 
     def services(self) -> Services:
         """What the pipelines over this store are given: its settings, store, runner, models."""

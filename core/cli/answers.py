@@ -69,6 +69,9 @@ def questionnaire_draft(
     only_unanswered: Annotated[bool, typer.Option(
         "--only-unanswered", help="Keep the criteria with no linked answer in the store.")
     ] = False,
+    only_open: Annotated[bool, typer.Option(
+        "--only-open", help="Keep the criteria whose reviewer decision is not met.")
+    ] = False,
 ) -> None:
     """Write the next round for the vendor to fill in: one row per criterion, its question
     (the criterion text unless a question column gives another), an empty answer."""
@@ -81,7 +84,8 @@ def questionnaire_draft(
             f"--round must be between 1 and {MAX_ROUND_NUMBER}, not {round_number}.")
     criteria = _criteria(criterion, criteria_file, output=output)
     workbench = _workbench(ctx)
-    rows = plan_draft(workbench, vendor, criteria, only_unanswered=only_unanswered)
+    rows = plan_draft(workbench, vendor, criteria, only_unanswered=only_unanswered,
+                      only_open=only_open)
     data = write_draft(rows, vendor_id=vendor, round_number=round_number, fmt=fmt)
     rounds = next(iter(workbench.status(vendor))).rounds
     if round_number in rounds:
@@ -167,3 +171,71 @@ def conversations(
         return
     for turn in workbench.conversation(vendor, _utf8_argument("--show", show)):
         _emit(turn.model_dump(mode="json"))
+
+
+@app.command()
+def decide(
+    ctx: typer.Context,
+    vendor: Annotated[str, typer.Option(help="Vendor id.")],
+    criterion: Annotated[str, typer.Option(help="The criterion question.")],
+    status: Annotated[str, typer.Option(
+        help="met, partially_met, not_met, no_evidence or waived.")],
+    until: Annotated[str | None, typer.Option(
+        help="A waiver's last day, YYYY-MM-DD (required with waived, in the future).")] = None,
+    note: Annotated[str | None, typer.Option(help="Why, in the reviewer's words.")] = None,
+    strategy: Annotated[str, typer.Option(
+        help="The retrieval the decision is made on: semantic, hash_extraction, doc_boost, "
+             "tiered, precedence or hybrid.")] = "precedence",
+    reviewer: Annotated[str | None, typer.Option(
+        help="Who decides (env EVIDENCE_REVIEWER, default the operating system's user).")
+    ] = None,
+) -> None:
+    """Record the reviewer's decision on a criterion, with exactly what was seen: the
+    strategy, the SHA-256 of the context and prompt, the rounds and document versions in it.
+    Decisions are kept, never replaced; the latest is current."""
+    from core.answers.decisions import (
+        check_note,
+        check_reviewer,
+        check_status,
+        check_until,
+        today,
+    )
+    from core.retrieval.strategies import get_strategy
+
+    get_strategy(strategy)
+    checked = check_status(status)
+    check_until(checked, until, today())
+    check_note(note)
+    if reviewer is not None:
+        check_reviewer(reviewer)
+    view = _workbench(ctx).decide(
+        vendor, _utf8_argument("--criterion", criterion), checked, strategy=strategy,
+        note=note, until=until, reviewer=reviewer)
+    _emit(view.to_json_dict(history=False))
+
+
+@app.command()
+def decisions(
+    ctx: typer.Context,
+    vendor: Annotated[str, typer.Option(help="Vendor id.")],
+    needs_review: Annotated[bool, typer.Option(
+        "--needs-review", help="Only the decisions whose evidence moved, or waivers expired.")
+    ] = False,
+    output_format: Annotated[AskFormat, typer.Option(
+        "--format", help="json (one line per decided criterion) or text.")] = AskFormat.json,
+) -> None:
+    """Every decided criterion of the vendor: its current decision, and whether it still
+    holds (current), needs re-review (its context changed: what changed, in words) or has
+    expired (a waiver past its date)."""
+    views = _workbench(ctx).decisions(vendor)
+    if needs_review:
+        views = [v for v in views if v.state != "current"]
+    for view in views:
+        if output_format is AskFormat.json:
+            _emit(view.to_json_dict())
+            continue
+        typer.echo(f"{view.criterion}\n  {view.summary}")
+        if view.note:
+            typer.echo(f"  Note: {' '.join(view.note.split())}")
+        for sentence in view.contradictions:
+            typer.echo(f"  Contradiction: {sentence}")

@@ -53,9 +53,10 @@ class DraftRow(BaseModel):
 
 
 def plan_draft(workbench: EvidenceReader, vendor_id: str, criteria: Sequence[CriterionEntry], *,
-               only_unanswered: bool = False) -> list[DraftRow]:
+               only_unanswered: bool = False, only_open: bool = False) -> list[DraftRow]:
     """One row per distinct criterion (by criterion hash), with the rounds that answered it;
-    with only_unanswered, the criteria no round has answered yet."""
+    with only_unanswered, the criteria no round has answered yet; with only_open, the
+    criteria whose current reviewer decision is not met (the gap-only round)."""
     workbench.store.open_vendor(vendor_id)  # an unknown vendor is refused as every read is
     if not criteria:
         raise UserInputError("There are no criteria to draft a round for.")
@@ -72,6 +73,16 @@ def plan_draft(workbench: EvidenceReader, vendor_id: str, criteria: Sequence[Cri
                              question=question,
                              answered_rounds=sorted({hit.round_number for hit in linked}))
     drafted = list(rows.values())
+    if only_open:
+        from core.answers.decisions import DecisionLog
+
+        latest = {d.criterion_hash: d.status
+                  for d in DecisionLog(workbench.store, vendor_id).all()}
+        drafted = [row for row in drafted if latest.get(row.criterion_hash) != "met"]
+        if not drafted:
+            raise UserInputError(
+                f"Every criterion given is decided met for vendor '{vendor_id}'; draft "
+                "without --only-open to ask again.")
     if only_unanswered:
         drafted = [row for row in drafted if not row.answered_rounds]
         if not drafted:

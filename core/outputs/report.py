@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
+from core.answers.decisions import STATUS_LABELS, Decision, DecisionLog, DecisionView, Reviewing
 from core.answers.verdicts import NO_VERDICT, Assessor, Verdict, VerdictStatus
 from core.criteria import CriterionEntry
 from core.errors import UserInputError
-from core.models import by_round
+from core.models import RetrievalTrace, by_round
 from core.outputs.files import write_output
 from core.reports import VendorStatus
 from core.retrieval.strategies import get_strategy
@@ -35,6 +36,7 @@ REPORT_SUFFIXES: dict[str, ReportFormat] = {
 CURRENT_NOTE = "Current: the verdict answered the prompt the store gives now."
 NO_ROUNDS = "No follow-up answer is linked to this criterion."
 NO_EXCERPTS = "No document excerpt reached the context for this criterion."
+NO_DECISION = "No reviewer has decided this criterion."
 
 
 class PackRound(BaseModel):
@@ -66,6 +68,14 @@ class PackVerdict(BaseModel):
     verdict: Verdict | None = None
 
 
+class PackDecision(BaseModel):
+    """The reviewer's decision on a criterion: its state now and its history, or none."""
+
+    state: Literal["none", "current", "needs_review", "expired"]
+    note: str = Field(description="one sentence: the decision and whether it holds, or none")
+    decision: DecisionView | None = None
+
+
 class CriterionPack(BaseModel):
     """Everything the pack says about one criterion."""
 
@@ -76,6 +86,8 @@ class CriterionPack(BaseModel):
     rounds: list[PackRound] = Field(description="every linked round, newest first")
     excerpts: list[PackExcerpt] = Field(description="the context's excerpts, in its order")
     verdict: PackVerdict
+    decision: PackDecision = Field(default_factory=lambda: PackDecision(state="none",
+                                                                        note=NO_DECISION))
 
 
 class EvidencePack(BaseModel):
@@ -97,6 +109,8 @@ def build_pack(workbench: EvidenceReader, vendor_id: str, criteria: Sequence[Cri
         raise UserInputError("The evidence pack needs at least one criterion.")
     store = workbench.status(vendor_id)[0]
     assessor = Assessor(workbench.settings, workbench.store, workbench.retrieve)
+    reviewing = Reviewing(workbench.store, workbench.retrieve, assessor.status)
+    decided = DecisionLog(workbench.store, vendor_id).all()
     parts = []
     for entry in criteria:
         trace = workbench.retrieve(vendor_id, entry.text, strategy, entry.questionnaire_ids)
@@ -111,10 +125,24 @@ def build_pack(workbench: EvidenceReader, vendor_id: str, criteria: Sequence[Cri
         parts.append(CriterionPack(
             id=entry.id, criterion=trace.criterion, criterion_hash=trace.criterion_hash,
             strategy=trace.strategy, rounds=rounds, excerpts=excerpts,
-            verdict=pack_verdict(assessor.status(trace))))
+            verdict=pack_verdict(assessor.status(trace)),
+            decision=pack_decision(reviewing, decided, trace)))
     return EvidencePack(vendor_id=store.vendor_id, strategy=strategy,
                         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
                         store=store, criteria=parts)
+
+
+def pack_decision(reviewing: Reviewing, decided: Sequence[Decision],
+                  trace: RetrievalTrace) -> PackDecision:
+    """The criterion's decision in the state its own strategy's context puts it now."""
+    history = [d for d in decided if d.criterion_hash == trace.criterion_hash]
+    if not history:
+        return PackDecision(state="none", note=NO_DECISION)
+    latest = history[-1]
+    if latest.strategy != trace.strategy:
+        trace = reviewing.retrieve(trace.vendor_id, latest.criterion, latest.strategy)
+    view = reviewing.view(history, trace)
+    return PackDecision(state=view.state, note=view.summary, decision=view)
 
 
 def pack_verdict(status: VerdictStatus) -> PackVerdict:
@@ -172,6 +200,35 @@ def _md_verdict(verdict: PackVerdict) -> list[str]:
     return lines
 
 
+def _md_decision(decision: PackDecision) -> list[str]:
+    lines = ["### Reviewer's decision", ""]
+    view = decision.decision
+    if view is None:
+        return [*lines, md_inline(decision.note), ""]
+    state = {"current": "Current", "needs_review": "Needs re-review",
+             "expired": "Expired"}[view.state]
+    lines += [f"**{STATUS_LABELS[view.status]}**"
+              + (f" until {md_inline(view.until)}" if view.until else "")
+              + f" by {md_inline(view.reviewer)}, {md_inline(view.decided_at)}, on the "
+              f"{md_inline(view.strategy)} context (sha256 `{view.context_sha256[:16]}`).",
+              "", f"State: **{state}**", ""]
+    lines += [f"- {md_inline(change)}" for change in view.changes]
+    if view.changes:
+        lines.append("")
+    if view.note:
+        lines += ["Note:", "", md_block(view.note), ""]
+    if view.contradictions:
+        lines += ["Contradictions found without a model:", ""]
+        lines += [f"- {md_inline(c)}" for c in view.contradictions]
+        lines.append("")
+    if len(view.history) > 1:
+        lines += ["History, oldest first:", ""]
+        lines += [f"- {md_inline(d.decided_at)}: {STATUS_LABELS[d.status]} by "
+                  f"{md_inline(d.reviewer)}" for d in view.history]
+        lines.append("")
+    return lines
+
+
 def render_markdown(pack: EvidencePack) -> str:
     """The pack as Markdown; vendor text is quoted, never read as Markdown."""
     lines = [f"# Evidence pack: vendor {md_inline(pack.vendor_id)}", "",
@@ -184,6 +241,7 @@ def render_markdown(pack: EvidencePack) -> str:
         lines += [f"- Criterion hash: {c.criterion_hash}",
                   f"- Strategy: {md_inline(c.strategy)}", ""]
         lines += _md_verdict(c.verdict)
+        lines += _md_decision(c.decision)
         lines += ["### Follow-up rounds, newest first", ""]
         if not c.rounds:
             lines += [NO_ROUNDS, ""]
@@ -220,6 +278,7 @@ h2 { border-top: 2px solid #d5dbe3; padding-top: 1rem; margin-top: 2.5rem; }
 .verdict.current { border-color: #3f8f5b; }
 .verdict.stale { border-color: #c48a1c; background: #fff9ec; }
 .verdict.none { color: #4a5566; }
+.verdict.needs_review, .verdict.expired { border-color: #c48a1c; background: #fff9ec; }
 .label { font-weight: 700; letter-spacing: .03em; }
 .badge { font-size: .8rem; font-weight: 400; padding: .1rem .45rem; border-radius: 4px;
          background: #e7ebf0; }
@@ -265,6 +324,24 @@ strategy.</p>
 <p>{{ c.verdict.note }}</p>
 {% endif %}
 </div>
+<h3>Reviewer's decision</h3>
+<div class="verdict {{ c.decision.state }}">
+{% if c.decision.decision %}{% set d = c.decision.decision %}
+<p><span class="label">{{ labels[d.status] }}</span>{% if d.until %} until {{ d.until }}{% endif %}
+by {{ d.reviewer }}, {{ d.decided_at }}, on the {{ d.strategy }} context.</p>
+<p class="note">{{ c.decision.note }}</p>
+{% if d.changes %}<ul>{% for item in d.changes %}<li>{{ item }}</li>{% endfor %}</ul>{% endif %}
+{% if d.note %}<p>Note:</p><div class="quoted">{{ d.note }}</div>{% endif %}
+{% if d.contradictions %}<p>Contradictions found without a model:</p>
+<ul>{% for item in d.contradictions %}<li>{{ item }}</li>{% endfor %}</ul>{% endif %}
+{% if d.history | length > 1 %}<p>History, oldest first:</p>
+<ul>{% for h in d.history %}
+<li>{{ h.decided_at }}: {{ labels[h.status] }} by {{ h.reviewer }}</li>
+{% endfor %}</ul>{% endif %}
+{% else %}
+<p>{{ c.decision.note }}</p>
+{% endif %}
+</div>
 <h3>Follow-up rounds, newest first</h3>
 {% for r in c.rounds %}
 <article class="round">
@@ -302,7 +379,8 @@ def render_html(pack: EvidencePack) -> str:
     environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined,
                                      trim_blocks=True, lstrip_blocks=True)
     return environment.from_string(_HTML).render(pack=pack, no_rounds=NO_ROUNDS,
-                                                 no_excerpts=NO_EXCERPTS)
+                                                 no_excerpts=NO_EXCERPTS,
+                                                 labels=STATUS_LABELS)
 
 
 # JSON lines ----------------------------------------------------------------------------

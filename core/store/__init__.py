@@ -13,6 +13,7 @@ from core.store.evidence_store import (
     check_vendor_id,
     chunks_collection_name,
     conversations_collection_name,
+    decisions_collection_name,
     manifest_collection_name,
     verdicts_collection_name,
 )
@@ -47,5 +48,6 @@ __all__ = [
     "chunks_collection_name", "committed_versions", "conversations_collection_name",
     "FollowupLink", "followup_canonical_hash", "followup_link", "is_committed", "is_withdrawn",
     "link_metadata", "link_record_id", "manifest_collection_name", "record_fingerprint",
+    "decisions_collection_name",
     "verdicts_collection_name",
 ]

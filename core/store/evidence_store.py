@@ -20,6 +20,7 @@ from core.store.bindings import (
 )
 from core.store.client import connect
 from core.store.conversations import ConversationRecords
+from core.store.decisions import DecisionRecords
 from core.store.migrations import FIRST_SCHEMA_VERSION, SCHEMA_VERSION, can_upgrade, upgrade
 from core.store.paths import STORE_DATABASE, check_store_path
 from core.store.registry import Registered, VendorRegistry, read_vendor_status
@@ -33,6 +34,7 @@ _CHUNKS_SUFFIX = "__chunks"
 _MANIFEST_SUFFIX = "__manifest"
 _CONVERSATIONS_SUFFIX = "__conversations"
 _VERDICTS_SUFFIX = "__verdicts"
+_DECISIONS_SUFFIX = "__decisions"
 _PREFIX = "vendor__"
 # ChromaDB keeps one shared system per store path (or server) in a process-wide registry that
 # it fills without a lock: clients created at the same moment in two threads can come up
@@ -55,6 +57,10 @@ def conversations_collection_name(vendor_id: str) -> str:
 
 def verdicts_collection_name(vendor_id: str) -> str:
     return f"{_PREFIX}{vendor_id}{_VERDICTS_SUFFIX}"
+
+
+def decisions_collection_name(vendor_id: str) -> str:
+    return f"{_PREFIX}{vendor_id}{_DECISIONS_SUFFIX}"
 
 
 def check_vendor_id(vendor_id: object) -> str:
@@ -319,6 +325,16 @@ class EvidenceStore:
             metadata={"vendor_id": vendor.vendor_id, "schema_version": SCHEMA_VERSION},
             configuration={"hnsw": PERSISTED_AT_EVERY_WRITE})
         return VerdictRecords(collection) if collection is not None else None
+
+    def decisions(self, vendor_id: str, *, create: bool = False) -> DecisionRecords | None:
+        """The vendor's reviewer decisions (a collection made at the first decision: a read
+        of a vendor never decided creates nothing)."""
+        vendor = self.open_vendor(vendor_id)
+        collection = self._collection(
+            decisions_collection_name(vendor.vendor_id), create=create,
+            metadata={"vendor_id": vendor.vendor_id, "schema_version": SCHEMA_VERSION},
+            configuration={"hnsw": PERSISTED_AT_EVERY_WRITE})
+        return DecisionRecords(collection) if collection is not None else None
 
     def _collection(self, name: str, *, create: bool, **options: Any) -> Any | None:
         """A collection of the store, made when `create`; else None when there is none."""
