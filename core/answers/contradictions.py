@@ -1,0 +1,782 @@
+"""Contradictions a reviewer should see, found without a language model: answers to one
+criterion (or one questionnaire id) that disagree across follow-up rounds, and the newest
+answer where it disagrees with a document excerpt in the criterion's context.
+
+Follow-ups are grouped by questionnaire id; those without one are taken as answering the one
+criterion the trace is about, and answers to different ids are never compared. Within a group
+each round is compared with the latest earlier round that states something comparable, so a
+round that is silent on a point is passed over; a disagreement already reported for the same
+two values (a vendor going back and forth) is reported once, at its newest occurrence. The
+newest round of each group is also compared with every document excerpt (not with follow-ups
+shown as excerpts) for algorithms, key lengths, protocol versions and periods; documents rarely
+answer yes or no, and their other figures seldom speak of the same thing as the answer.
+
+Every rule errs towards silence, since a false alarm costs a reviewer more than a missed one:
+
+- yes_no: the answer's leading Yes, Y or True against a leading No, N or False (typography,
+  case and punctuation aside). "Not applicable" (N/A, NA) neither affirms nor denies, so it is
+  no flip with either and is passed over: a Yes before it and a No after it are still a flip.
+  A leading No or N must be followed by punctuation or the end ("No data is kept" is not an
+  answer), and "Yes/No" left as written is no answer. Without questionnaire ids, two answers
+  are compared only when they answer the same question (worded alike, with the same figures
+  and the same negation): the rounds of one criterion often ask different questions, and "No"
+  to "Is TLS 1.0 still accepted?" agrees with "Yes" to "Is TLS 1.2 required?".
+- period: a span of time in minutes, hours, days, weeks, months, quarters or years, in figures
+  or words, made days so that "annually", "every 12 months", "once a year" and "every 365
+  days" are equal (within 5 %). A recurrence ("every 90 days", "quarterly", "twice a year",
+  "annual") is compared only with a recurrence, a duration ("kept for 13 months", "a 72-hour
+  deadline") only with a duration, and business or working days only with business days:
+  "quarterly" access reviews do not contradict access records kept "3 years".
+- number: a figure with a unit that is not time: percent, characters, attempts.
+- A period or number is compared only with one stated the same way: exact with exact, a lower
+  bound ("at least", "minimum", "or more") with a lower bound, an upper bound ("within", "at
+  most", "up to", "no later than") with an upper bound. It is compared only with one about the
+  same thing: the same subjects named in its clause (with an answer's question), among them
+  an activity such as rotation, review, testing or retention ("key rotation", "log
+  retention"); an answer whose clause and question name no activity is compared only with
+  answers to the same question. Each side must state one value for that subject, and a text
+  giving several different figures of one sort (two durations, two percentages) is not read
+  for them, since which figure is about what cannot be told reliably.
+- algorithm: two texts that name algorithms of the same role (symmetric cipher, public key,
+  hash, password hash) and no algorithm of that role in common, such as AES against 3DES.
+  "SHA-2" is in common with SHA-256; a hash inside a password hash or an HMAC is not a hash's
+  role. "RSA SecurID" and the like are not RSA.
+- key_length: AES's (128, 192, 256) and RSA's (1024 and up) key lengths, written AES-256,
+  AES256, "256-bit AES" or "RSA keys of 2048 bits"; a bare "256-bit key" or "256-bit
+  encryption" is read as AES's, a bare "2048-bit key" as RSA's. Flagged when the two texts give
+  lengths for the same algorithm and none in common.
+- protocol_version: SSL 2.0 and 3.0, TLS 1.0 to 1.3. A text's lowest version is the lowest it
+  names as in use; an explicit minimum is one written "TLS 1.2 or higher", "at least", "minimum",
+  "only" or "1.2+". Flagged when both state an explicit minimum and they differ, or when one
+  states a minimum and the other names a lower version in use. Two texts with no explicit
+  minimum are not compared ("TLS 1.3 for the API" and "TLS 1.2 for the website" both hold).
+- Algorithms, key lengths, versions and figures in a clause that negates or retires them (not,
+  no, never, disabled, deprecated, replaced, migrated, previously, until...) are not read: "TLS
+  1.0 and 1.1 are disabled" names no version in use."""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.hashing import fold_typography
+from core.models import Candidate, FollowupHit, by_round
+
+ContradictionKind = Literal["yes_no", "number", "period", "algorithm", "key_length",
+                            "protocol_version"]
+# What rounds are compared for besides a yes or no, and what the newest answer is compared
+# with a document for.
+_ROUND_KINDS: tuple[ContradictionKind, ...] = ("number", "period", "algorithm", "key_length",
+                                               "protocol_version")
+DOCUMENT_KINDS: tuple[ContradictionKind, ...] = ("algorithm", "key_length", "protocol_version",
+                                                 "period")
+# Two periods within this share of the longer one are the same period ("every 90 days" and
+# "quarterly", "52 weeks" and "a year").
+PERIOD_TOLERANCE = 0.05
+
+
+class Contradiction(BaseModel):
+    """Two statements about one criterion that cannot both hold, as a reviewer reads them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: ContradictionKind
+    between: tuple[str, str] = Field(
+        description="what disagrees: two rounds, older first (\"round 3\", \"round 4\"), or "
+                    "the newest round and a document (\"round 4\", \"encryption_standard.md\")")
+    values: tuple[str, str] = Field(description="what each states, in the order of `between`")
+    ids: tuple[str, str] = Field(description="the record ids, in the order of `between`")
+    round_number: int = Field(description="the newest round the contradiction involves")
+    questionnaire_id: str | None = Field(
+        None, description="the questionnaire id both answers answer; None for the criterion's "
+                          "answers without one")
+    sentence: str = Field(description="one plain sentence for the reviewer")
+
+
+def find_contradictions(followups: Sequence[FollowupHit],
+                        excerpts: Sequence[Candidate] = ()) -> list[Contradiction]:
+    """The contradictions among the follow-ups of one criterion and between its newest
+    answers and the document excerpts, newest first."""
+    documents = [e for e in excerpts if not _is_followup_excerpt(e)]
+    found: list[tuple[tuple[int, str], int, Contradiction]] = []
+    for group in _groups(followups):
+        for contradiction, newer in [*_round_contradictions(group),
+                                     *_document_contradictions(group, documents)]:
+            found.append(((newer.round_number, newer.timestamp), len(found), contradiction))
+    found.sort(key=lambda item: item[1])
+    found.sort(key=lambda item: item[0], reverse=True)
+    return [contradiction for _key, _order, contradiction in found]
+
+
+# Reading a text ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Claim:
+    """One thing a text states that another text may contradict."""
+
+    kind: ContradictionKind
+    slot: tuple[object, ...]  # what two claims must share to be compared
+    value: float  # a period in days, a number, a key length, a protocol version's rank
+    shown: str  # as the sentence names it
+    record_id: str
+    topic: str = ""  # what the figure is about, for the sentence ("key rotation")
+    sense: str = "exact"  # a figure stated as it is, or as a bound ("min", "max")
+    explicit: bool = False  # a protocol version stated as a minimum
+    names: frozenset[str] = frozenset()  # the algorithms a name may be ("SHA-2": four)
+
+
+@dataclass
+class _Answer:
+    """A follow-up and what its answer states."""
+
+    hit: FollowupHit
+    yes_no: str | None
+    question: str  # the question's words, for telling two questions apart
+    claims: list[_Claim] = field(default_factory=list)
+
+
+def _plain(text: str) -> str:
+    return fold_typography(text).lower()
+
+
+def _words(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", _plain(text)))
+
+
+_CLAUSE_BREAK = re.compile(r"[;\n\r]+|(?<=[.!?])\s+|\s+(?:but|whereas|however)\b")
+_BOUND_WORDING = re.compile(
+    r"\b(?:no|not) (?:later|more|less|fewer|longer|sooner) than\b")
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|none|nor|without|cannot|\w+n't|disabled?|disabling|deprecated?|"
+    r"deprecating|switched off|turned off|reject(?:s|ed)?|refuse[sd]?|block(?:s|ed)?|"
+    r"removed?|retired?|prohibit(?:s|ed)?|forbid(?:s|den)?|banned|unsupported|"
+    r"disallow(?:s|ed)?|phas(?:ed|ing) out|instead|replac(?:e|es|ed|ing)|migrat\w*|"
+    r"moved away|upgrad\w*|formerly|previously|used to|weak|insecure|except|until|before)\b")
+
+
+def _clauses(text: str) -> list[tuple[str, bool]]:
+    """The text's clauses, lower-case with typography folded, each with whether it negates
+    or retires what it names."""
+    clauses = []
+    for raw in _CLAUSE_BREAK.split(_plain(text)):
+        clause = " ".join(raw.split())
+        if clause:
+            negated = _NEGATION.search(_BOUND_WORDING.sub(" ", clause)) is not None
+            clauses.append((clause, negated))
+    return clauses
+
+
+# Yes or no --------------------------------------------------------------------------------
+
+_LEADING_TOKEN = re.compile(r"[^a-z0-9]*(not applicable|n/a|n\.a\.?|yes|true|false|no|na|y|n)")
+_MEANING = {"yes": "yes", "y": "yes", "true": "yes", "no": "no", "n": "no", "false": "no"}
+# A token that begins ordinary sentences too ("No data is kept"): read only when punctuation
+# or the end follows it.
+_STRICT_TOKENS = {"no", "n", "y", "false", "na"}
+_UNANSWERED = re.compile(r"\s*(?:/|or\b)\s*(?:yes|no|y|n)\b")
+
+
+def leading_yes_no(answer: str) -> str | None:
+    """"yes", "no" or "n/a" when the answer begins with one (Yes, Y, True; No, N, False; Not
+    applicable, N/A, NA), whatever its typography, case and punctuation; None otherwise."""
+    text = _plain(answer).strip()
+    match = _LEADING_TOKEN.match(text)
+    if match is None:
+        return None
+    token, rest = match.group(1), text[match.end():]
+    if rest[:1].isalnum() or _UNANSWERED.match(rest):
+        return None
+    following = rest.split("\n", 1)[0].lstrip()[:1]  # an explanation may follow on its own line
+    if token in _STRICT_TOKENS and following.isalnum():
+        return None
+    return _MEANING.get(token, "n/a")
+
+
+_QUESTION_NEGATION = re.compile(r"\b(?:not|no|never|\w+n't|still|any)\b")
+
+
+def _same_question(first: str, second: str) -> bool:
+    """Two questions worded alike, with the same figures and the same negation."""
+    if first == second:
+        return True
+    if (set(re.findall(r"[0-9]+", first)) != set(re.findall(r"[0-9]+", second))
+            or set(_QUESTION_NEGATION.findall(first))
+            != set(_QUESTION_NEGATION.findall(second))):
+        return False
+    matcher = difflib.SequenceMatcher(None, first, second, autojunk=False)
+    return (matcher.real_quick_ratio() >= 0.9 and matcher.quick_ratio() >= 0.9
+            and matcher.ratio() >= 0.9)
+
+
+# Subjects of a figure ---------------------------------------------------------------------
+
+# (the thing, what names it) and (the activity, what names it): what a figure is about.
+_OBJECTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (label, re.compile(pattern)) for label, pattern in (
+        ("key", r"\bkeys?\b|\bkms\b"),
+        ("password", r"\bpass(?:word|phrase)s?\b"),
+        ("log", r"\blog(?:s|ging|ged)?\b|\baudit trails?\b"),
+        ("certificate", r"\bcertificates?\b|\bcerts?\b"),
+        ("secret", r"\bsecrets?\b|\btokens?\b|\bcredentials?\b"),
+        ("access", r"\baccess\b|\bpermissions?\b|\bprivileges?\b|\bentitlements?\b"),
+        ("backup", r"\bback(?:ups?| up|ed up)\b|\bsnapshots?\b"),
+        ("vulnerability", r"\bvulnerabilit(?:y|ies)\b|\bfindings?\b|\bcves?\b|"
+                          r"\bpatch(?:es|ing|ed)?\b"),
+        ("penetration", r"\bpen(?:etration)?[ -]?test"),
+        ("incident", r"\bincidents?\b|\bbreach(?:es)?\b"),
+        ("session", r"\bsessions?\b"),
+        ("subprocessor", r"\bsub-?processors?\b|\bsuppliers?\b|\bthird[- ]part(?:y|ies)\b"),
+        ("business continuity", r"\bcontinuity\b|\bdisaster recovery\b|\bfailover\b"),
+        ("availability", r"\buptime\b|\bavailab\w*|\bsla\b"),
+    ))
+_ACTIVITIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (label, re.compile(pattern)) for label, pattern in (
+        ("rotation", r"\brotat\w*|\bre-?key\w*"),
+        ("review", r"\breview\w*|\bre-?certif\w*|\battest\w*"),
+        ("testing", r"\btest\w*|\bexercis\w*|\btabletop\b|\bdrills?\b"),
+        ("retention", r"\bretain\w*|\bretention\b|\bkept\b|\bkeep\w*|\barchiv\w*|"
+                      r"\bpurg\w*|\bdelet\w*"),
+        ("remediation", r"\bremediat\w*|\bfix\w*|\bresolv\w*"),
+        ("restore", r"\brestor\w*|\brecover\w*"),
+        ("scanning", r"\bscan\w*"),
+        ("renewal", r"\brenew\w*|\bexpir\w*"),
+        ("notification", r"\bnotif\w*"),
+        ("timeout", r"\btime-?outs?\b|\bidle\b|\binactiv\w*"),
+        ("lockout", r"\block(?:s|ed)? out\b|\blockouts?\b|\blocked\b"),
+        ("training", r"\btrain(?:ing|ed)?\b|\bawareness\b"),
+    ))
+
+
+@lru_cache(maxsize=1024)
+def _named(text: str) -> frozenset[str]:
+    """The things and activities a text names."""
+    return frozenset(label for label, pattern in (*_OBJECTS, *_ACTIVITIES)
+                     if pattern.search(text))
+
+
+def _topic(*texts: str) -> tuple[tuple[str, ...], str]:
+    """What a figure in these texts is about, and how a sentence says it ("key rotation");
+    nothing unless they name an activity (rotation, review, retention...), since a thing alone
+    ("keys", "access") says too little of what the figure measures."""
+    named = frozenset().union(*map(_named, texts))
+    objects = [label for label, _pattern in _OBJECTS if label in named]
+    activities = [label for label, _pattern in _ACTIVITIES if label in named]
+    if not activities:
+        return (), ""
+    return (*objects, *activities), " ".join(filter(None, [" and ".join(objects),
+                                                           " and ".join(activities)]))
+
+
+# Periods and numbers ----------------------------------------------------------------------
+
+_NUMBER_WORDS = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
+    "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
+    "twenty": 20, "twenty-four": 24, "thirty": 30, "thirty-six": 36, "forty": 40,
+    "forty-five": 45, "forty-eight": 48, "fifty": 50, "sixty": 60, "seventy-two": 72,
+    "ninety": 90, "hundred": 100,
+}
+_AMOUNT = (r"(?:[0-9]{1,6}(?:\.[0-9]{1,4})?|"
+           + "|".join(sorted(map(re.escape, _NUMBER_WORDS), key=len, reverse=True)) + r")")
+_UNIT_DAYS = {"minute": 1 / 1440, "min": 1 / 1440, "hour": 1 / 24, "hr": 1 / 24, "day": 1.0,
+              "week": 7.0, "fortnight": 14.0, "month": 365 / 12, "quarter": 365 / 4,
+              "year": 365.0, "yr": 365.0}
+_UNIT = r"(minute|min|hour|hr|day|week|fortnight|month|quarter|year|yr)s?"
+_ADVERB_DAYS = {"hourly": 1 / 24, "daily": 1.0, "nightly": 1.0, "weekly": 7.0,
+                "fortnightly": 14.0, "monthly": 365 / 12, "quarterly": 365 / 4,
+                "semiannually": 365 / 2, "semi-annually": 365 / 2, "semiannual": 365 / 2,
+                "semi-annual": 365 / 2, "half-yearly": 365 / 2, "annually": 365.0,
+                "annual": 365.0, "yearly": 365.0, "biennially": 730.0, "biennial": 730.0}
+_TIMES = {"once": 1, "twice": 2, "thrice": 3}
+_PERIODS = (
+    ("times", re.compile(rf"\b(?:(once|twice|thrice)|({_AMOUNT}) times)\s+(?:a|an|per|each|"
+                         rf"every)\s+{_UNIT}\b")),
+    ("every", re.compile(rf"\b(?:every|each)\s+(other\s+)?(?:({_AMOUNT})[\s-]+)?{_UNIT}\b")),
+    ("adverb", re.compile(r"\b(" + "|".join(map(re.escape, _ADVERB_DAYS)) + r")\b")),
+    ("amount", re.compile(rf"\b({_AMOUNT})[\s-]+((?:business|working|calendar)\s+)?{_UNIT}\b"
+                          rf"(?!\s+(?:a|an|per|each)\s+{_UNIT}\b)")),
+)
+_NUMBERS = (
+    ("percent", re.compile(r"(?<![0-9.])([0-9]{1,3}(?:\.[0-9]{1,4})?)\s*(?:%|percent\b|"
+                           r"per cent\b)")),
+    ("characters", re.compile(rf"\b({_AMOUNT})[\s-]+(?:characters?|chars?)\b")),
+    ("attempts", re.compile(rf"\b({_AMOUNT})\s+(?:(?:failed|unsuccessful|invalid|incorrect|"
+                            r"consecutive|login|log-?in|sign-?in|logon|password)\s+){0,3}"
+                            r"(?:attempts?|tries)\b")),
+)
+_LOWER_BEFORE = re.compile(r"\b(?:at least|no less than|not less than|minimum(?: of)?|min\.?|"
+                           r"more than|over|longer than)\s*$")
+_UPPER_BEFORE = re.compile(r"\b(?:at most|no more than|not more than|maximum(?: of)?|max\.?|"
+                           r"up to|within|no later than|less than|fewer than|under|"
+                           r"no longer than)\s*$")
+_LOWER_AFTER = re.compile(r"\s*(?:\+|or (?:more|longer|greater|above)|and (?:above|longer))")
+_UPPER_AFTER = re.compile(r"\s*(?:or (?:less|fewer|sooner|earlier|shorter))")
+
+
+def _amount(text: str) -> float:
+    return float(_NUMBER_WORDS[text]) if text in _NUMBER_WORDS else float(text)
+
+
+def _bound(clause: str, match: re.Match[str]) -> tuple[str, str]:
+    """How the figure is stated ("min", "max" or "exact"), and the figure as the sentence
+    shows it, with the words that make it a bound ("within 15 days", "12 characters or
+    more")."""
+    start, end = match.span()
+    before, after = clause[max(0, start - 24):start], clause[end:end + 24]
+    for sense, before_pattern, after_pattern in (("min", _LOWER_BEFORE, _LOWER_AFTER),
+                                                 ("max", _UPPER_BEFORE, _UPPER_AFTER)):
+        if found := before_pattern.search(before):
+            return sense, f"{found.group(0).strip()} {match.group(0)}"
+        if found := after_pattern.match(after):
+            return sense, f"{match.group(0)} {found.group(0).strip()}"
+    return "exact", match.group(0)
+
+
+def _period_days(kind: str, match: re.Match[str]) -> float | None:
+    if kind == "times":
+        count = _TIMES[match.group(1)] if match.group(1) else _amount(match.group(2))
+        return _UNIT_DAYS[match.group(3)] / count if count else None
+    if kind == "every":
+        count = _amount(match.group(2)) if match.group(2) else 1.0
+        return _UNIT_DAYS[match.group(3)] * count * (2 if match.group(1) else 1)
+    if kind == "adverb":
+        return _ADVERB_DAYS[match.group(1)]
+    return _amount(match.group(1)) * _UNIT_DAYS[match.group(3)]
+
+
+def _figure_claims(clause: str, topic: tuple[object, ...], said: str,
+                   record_id: str) -> list[_Claim]:
+    """The periods and numbers of one clause, about the given topic."""
+    claims: list[_Claim] = []
+    taken = bytearray(len(clause))  # the characters an earlier pattern's figure covers
+    for kind, pattern in _PERIODS:
+        for match in pattern.finditer(clause):
+            if any(taken[match.start():match.end()]):
+                continue
+            taken[match.start():match.end()] = b"\x01" * (match.end() - match.start())
+            days = _period_days(kind, match)
+            if not days:
+                continue
+            sense, shown = _bound(clause, match)
+            if kind != "amount":
+                unit = "recurrence"
+            elif match.group(2) and "calendar" not in match.group(2):
+                unit = "business days"
+            else:
+                unit = "duration"
+            claims.append(_Claim("period", (unit, topic), days, shown, record_id, said, sense))
+    for unit, pattern in _NUMBERS:
+        for match in pattern.finditer(clause):
+            sense, shown = _bound(clause, match)
+            claims.append(_Claim("number", (unit, topic), _amount(match.group(1)), shown,
+                                 record_id, said, sense))
+    return claims
+
+
+# Algorithms, key lengths, protocol versions -----------------------------------------------
+
+_SHA2 = frozenset({"SHA-224", "SHA-256", "SHA-384", "SHA-512"})
+# (what names it, the algorithms it may be, its role, how a sentence names it)
+_ALGORITHMS: tuple[tuple[str, frozenset[str], str, str], ...] = (
+    (r"\baes(?:[-_ ]?(?P<aes>128|192|256))?\b", frozenset({"AES"}), "cipher", "AES"),
+    (r"\b(?:3des|triple[- ]des|tdes|tdea|des3|des-ede3?)\b", frozenset({"3DES"}), "cipher",
+     "3DES"),
+    (r"\bdes\b", frozenset({"DES"}), "cipher", "DES"),
+    (r"\bchacha(?:20)?(?:-poly1305)?\b", frozenset({"ChaCha20"}), "cipher", "ChaCha20"),
+    (r"\b(?:rc4|arcfour)\b", frozenset({"RC4"}), "cipher", "RC4"),
+    (r"\bblowfish\b", frozenset({"Blowfish"}), "cipher", "Blowfish"),
+    (r"\brsa(?:[- ]?(?P<rsa>1024|2048|3072|4096|8192|15360))?\b"
+     r"(?!\s*(?:securid|archer|netwitness|conference))", frozenset({"RSA"}), "public key", "RSA"),
+    (r"\becdsa\b", frozenset({"ECDSA"}), "public key", "ECDSA"),
+    (r"\bed25519\b", frozenset({"Ed25519"}), "public key", "Ed25519"),
+    (r"\beddsa\b", frozenset({"Ed25519", "Ed448"}), "public key", "EdDSA"),
+    (r"\bdsa\b", frozenset({"DSA"}), "public key", "DSA"),
+    (r"\bsha[- ]?(?P<sha2>224|256|384|512)\b", frozenset(), "hash", ""),
+    (r"\bsha[- ]?3(?:[- ](?:224|256|384|512))?\b", frozenset({"SHA-3"}), "hash", "SHA-3"),
+    (r"\bsha[- ]?2\b", _SHA2, "hash", "SHA-2"),
+    (r"\bsha[- ]?1\b", frozenset({"SHA-1"}), "hash", "SHA-1"),
+    (r"\bmd5\b", frozenset({"MD5"}), "hash", "MD5"),
+    (r"\bbcrypt\b", frozenset({"bcrypt"}), "password hash", "bcrypt"),
+    (r"\bscrypt\b", frozenset({"scrypt"}), "password hash", "scrypt"),
+    (r"\bargon2(?:id|i|d)?\b", frozenset({"Argon2"}), "password hash", "Argon2"),
+    (r"\bpbkdf2\b", frozenset({"PBKDF2"}), "password hash", "PBKDF2"),
+)
+_ALGORITHM = re.compile("|".join(f"(?P<a{index}>{pattern})"
+                                 for index, (pattern, *_rest) in enumerate(_ALGORITHMS)))
+_BITS = re.compile(r"\b(128|192|256|1024|2048|3072|4096|8192|15360)[- ]?bits?\b")
+_KEY_WORDS = re.compile(r"key|encrypt|cipher")
+_AES_LENGTHS = {128, 192, 256}
+
+_PROTOCOL = re.compile(
+    r"\b(ssl|tls)\s*(?:v(?:ersion)?\.?\s*|version\s+)?([0-9](?:\.[0-9])?)(?![0-9])"
+    r"((?:\s*(?:,|/|and|or|&)\s*(?:(?:ssl|tls)\s*v?\s*)?[0-9]\.[0-9](?![0-9]))*)")
+_PROTOCOL_RANK = {("ssl", "2.0"): 0, ("ssl", "3.0"): 1, ("tls", "1.0"): 2, ("tls", "1.1"): 3,
+                  ("tls", "1.2"): 4, ("tls", "1.3"): 5}
+_PROTOCOL_SHOWN = {rank: f"{name.upper()} {version}"
+                   for (name, version), rank in _PROTOCOL_RANK.items()}
+_EXPLICIT_MINIMUM = re.compile(
+    r"or (?:higher|above|later|newer|greater|better)|and (?:higher|above|later|newer)|"
+    r"at least|minimum|\bmin\b|\bonly\b|[0-9]\+|>=|\u2265")
+
+
+def _crypto_claims(clause: str, record_id: str) -> list[_Claim]:
+    """The algorithms, key lengths and lowest protocol version one clause names."""
+    claims: list[_Claim] = []
+    mentions: list[tuple[int, str]] = []  # (position, algorithm) of AES and RSA, for "N-bit"
+    lengths: list[tuple[str, int]] = []
+    found = list(_ALGORITHM.finditer(clause))
+    has_password_hash = any(_ALGORITHMS[_index(m)][2] == "password hash" for m in found)
+    for match in found:
+        _pattern, names, role, shown = _ALGORITHMS[_index(match)]
+        if role == "hash" and (has_password_hash or clause.endswith(
+                ("hmac-", "hmac ", "hmac"), 0, match.start())):
+            continue
+        if match.group("sha2"):
+            names = frozenset({f"SHA-{match.group('sha2')}"})
+            shown = f"SHA-{match.group('sha2')}"
+        claims.append(_Claim("algorithm", (role,), 0.0, shown, record_id, names=names))
+        if shown in ("AES", "RSA"):
+            mentions.append((match.start(), shown))
+        for algorithm, group in (("AES", "aes"), ("RSA", "rsa")):
+            if match.group(group):
+                lengths.append((algorithm, int(match.group(group))))
+    for match in _BITS.finditer(clause):
+        bits = int(match.group(1))
+        if mentions:
+            algorithm = min(mentions, key=lambda m: abs(m[0] - match.start()))[1]
+        elif not found and _KEY_WORDS.search(clause, match.end(), match.end() + 30):
+            algorithm = "AES" if bits in _AES_LENGTHS else "RSA"
+        else:
+            continue
+        if (algorithm == "AES") == (bits in _AES_LENGTHS):
+            lengths.append((algorithm, bits))
+    for algorithm, bits in dict.fromkeys(lengths):
+        claims.append(_Claim("key_length", (algorithm,), float(bits), f"{algorithm}-{bits}",
+                             record_id))
+    ranks = []
+    for match in _PROTOCOL.finditer(clause):
+        name, first = match.group(1), match.group(2)
+        versions = [first if "." in first else f"{first}.0",
+                    *re.findall(r"[0-9]\.[0-9]", match.group(3))]
+        ranks += [_PROTOCOL_RANK[(name, v)] for v in versions if (name, v) in _PROTOCOL_RANK]
+    if ranks:
+        lowest = min(ranks)
+        claims.append(_Claim("protocol_version", ("tls",), float(lowest),
+                             _PROTOCOL_SHOWN[lowest], record_id,
+                             explicit=_EXPLICIT_MINIMUM.search(clause) is not None))
+    return claims
+
+
+def _index(match: re.Match[str]) -> int:
+    """Which of _ALGORITHMS a match of _ALGORITHM is."""
+    return next(i for i in range(len(_ALGORITHMS)) if match.group(f"a{i}") is not None)
+
+
+def _claims(text: str, record_id: str, question: str | None = None,
+            question_key: str = "") -> list[_Claim]:
+    """What a text states. A figure's subject is what its clause names, with an answer's
+    question; for an answer whose clause and question name no activity, the question itself.
+    A text giving several different figures of one sort is not read for them."""
+    asked = [_plain(question)] if question is not None else []
+    claims: list[_Claim] = []
+    figures: list[_Claim] = []
+    for clause, negated in _clauses(text):
+        if negated:
+            continue
+        claims += _crypto_claims(clause, record_id)
+        labels, said = _topic(clause, *asked)
+        if labels:
+            topic: tuple[object, ...] = labels
+        elif question is not None:
+            topic = ("question", question_key)
+        else:
+            continue  # a document's figure about nothing named is compared with nothing
+        figures += _figure_claims(clause, topic, said, record_id)
+    sorts: dict[tuple[str, object], list[_Claim]] = {}
+    for figure in figures:
+        sorts.setdefault((figure.kind, figure.slot[0]), []).append(figure)
+    return claims + [figure for same in sorts.values()
+                     if all(_agree(f.kind, same[0], f) for f in same) for figure in same]
+
+
+# Comparing --------------------------------------------------------------------------------
+
+def _agree(kind: str, first: _Claim, second: _Claim) -> bool:
+    if kind == "algorithm":
+        return bool(first.names & second.names)
+    a, b = first.value, second.value
+    if kind == "period":
+        return abs(a - b) <= PERIOD_TOLERANCE * max(a, b)
+    return a == b
+
+
+def _any_agree(kind: str, first: Sequence[_Claim], second: Sequence[_Claim]) -> bool:
+    """True when some claim of one side agrees with some claim of the other."""
+    if kind == "algorithm":
+        return bool(frozenset().union(*(c.names for c in first))
+                    & frozenset().union(*(c.names for c in second)))
+    values = sorted(c.value for c in second)
+    reach = 1 - PERIOD_TOLERANCE if kind == "period" else 1.0
+    for claim in first:
+        at = bisect.bisect_left(values, claim.value * reach)
+        if at < len(values) and values[at] <= claim.value / reach:
+            return True
+    return False
+
+
+def _distinct(kind: str, claims: Sequence[_Claim]) -> list[_Claim]:
+    kept: list[_Claim] = []
+    for claim in claims:
+        if not any(_agree(kind, claim, other) for other in kept):
+            kept.append(claim)
+    return kept
+
+
+def _shown(claims: Sequence[_Claim]) -> str:
+    return " and ".join(dict.fromkeys(c.shown for c in claims))
+
+
+def _disagreement(kind: ContradictionKind, older: Sequence[_Claim], newer: Sequence[_Claim]
+                  ) -> tuple[Sequence[_Claim], Sequence[_Claim]] | None:
+    """The claims of each side that disagree, or None where the sides can both hold."""
+    if kind == "protocol_version":
+        first, second = _lowest(older), _lowest(newer)
+        a, b = first.value, second.value
+        if a == b or not (first.explicit and second.explicit or first.explicit and b < a
+                          or second.explicit and a < b):
+            return None
+        return [first], [second]
+    if _any_agree(kind, older, newer):
+        return None
+    first_values, second_values = _distinct(kind, older), _distinct(kind, newer)
+    if kind in ("period", "number"):
+        senses = {c.sense for c in older} | {c.sense for c in newer}
+        if len(first_values) != 1 or len(second_values) != 1 or len(senses) != 1:
+            return None  # one side gives several figures, or they are stated differently
+    return first_values, second_values
+
+
+def _lowest(claims: Sequence[_Claim]) -> _Claim:
+    lowest = min(c.value for c in claims)
+    at_lowest = [c for c in claims if c.value == lowest]
+    return next((c for c in at_lowest if c.explicit), at_lowest[0])
+
+
+def _slots(claims: Sequence[_Claim], kinds: Sequence[str]) -> dict[tuple[object, ...],
+                                                                    list[_Claim]]:
+    slots: dict[tuple[object, ...], list[_Claim]] = {}
+    for claim in claims:
+        if claim.kind in kinds:
+            slots.setdefault((claim.kind, *claim.slot), []).append(claim)
+    return slots
+
+
+@dataclass
+class _Group:
+    """The answers to one questionnaire id, or to the criterion where they carry none."""
+
+    questionnaire_id: str | None
+    answers: list[_Answer]
+
+    def speaker(self, round_number: int) -> str:
+        """How a sentence names the newer answer: "round 4" or "round 4's answer to CEK-1"."""
+        return (f"round {round_number}'s answer to {self.questionnaire_id}"
+                if self.questionnaire_id else f"round {round_number}")
+
+    def same_question(self, first: _Answer, second: _Answer) -> bool:
+        return bool(self.questionnaire_id) or _same_question(first.question, second.question)
+
+    @property
+    def newest(self) -> list[_Answer]:
+        last = self.answers[-1].hit.round_number
+        return [a for a in self.answers if a.hit.round_number == last]
+
+
+def _groups(followups: Sequence[FollowupHit]) -> list[_Group]:
+    """The follow-ups by questionnaire id (its typography, case and spaces aside), each group
+    in round order."""
+    grouped: dict[str | None, list[FollowupHit]] = {}
+    for hit in followups:
+        qid = hit.questionnaire_id
+        key = "".join(_plain(qid).split()) if qid and qid.strip() else None
+        grouped.setdefault(key, []).append(hit)
+    groups = []
+    for key, hits in grouped.items():
+        answers = []
+        for hit in by_round(hits):
+            question = _words(hit.question_text)
+            answers.append(_Answer(hit, leading_yes_no(hit.answer_text), question, _claims(
+                hit.answer_text, hit.id, hit.question_text,
+                f"id:{key}" if key else f"q:{question}")))
+        qid = next((h.questionnaire_id.strip() for h in hits if h.questionnaire_id), None)
+        groups.append(_Group(qid if key else None, answers))
+    return groups
+
+
+_Reported = list[tuple[tuple[object, ...], Sequence[_Claim], Sequence[_Claim]]]
+_Found = list[tuple[Contradiction, FollowupHit]]  # with the newer follow-up, for the order
+
+
+def _round_contradictions(group: _Group) -> _Found:
+    """Each round against the latest earlier round that states something comparable,
+    newest first, each pair of values once."""
+    by_number: dict[int, list[_Answer]] = {}
+    for answer in group.answers:
+        by_number.setdefault(answer.hit.round_number, []).append(answer)
+    rounds = [(number, _slots([c for a in answers for c in a.claims], _ROUND_KINDS), answers)
+              for number, answers in by_number.items()]
+    found = _yes_no_flips(group)
+    reported: _Reported = []
+    for position in range(len(rounds) - 1, 0, -1):
+        number, slots, answers = rounds[position]
+        for slot, newer in slots.items():
+            earlier = next(((n, s[slot]) for n, s, _a in reversed(rounds[:position])
+                            if slot in s), None)
+            if earlier is None:
+                continue
+            kind = newer[0].kind
+            pair = _disagreement(kind, earlier[1], newer)
+            if pair is None or _already(reported, slot, *pair):
+                continue
+            reported.append((slot, *pair))
+            old, new = pair
+            sentence = _sentence(
+                kind, _statement(kind, group.speaker(number), new),
+                _statement(kind, f"round {earlier[0]}", old, past=True),
+                new[0].topic or old[0].topic)
+            found.append((_contradiction(kind, group, number,
+                                         (f"round {earlier[0]}", f"round {number}"),
+                                         (old, new), sentence),
+                          _hit(answers, new[0].record_id)))
+    found.sort(key=lambda item: (item[1].round_number, item[1].timestamp), reverse=True)
+    return found
+
+
+def _already(reported: _Reported, slot: tuple[object, ...], old: Sequence[_Claim],
+             new: Sequence[_Claim]) -> bool:
+    """True when the same two values were reported for the slot already, either way round."""
+    kind = str(slot[0])
+
+    return any(s == slot and (_any_agree(kind, a, old) and _any_agree(kind, b, new)
+                              or _any_agree(kind, a, new) and _any_agree(kind, b, old))
+               for s, a, b in reported)
+
+
+def _hit(answers: Sequence[_Answer], record_id: str) -> FollowupHit:
+    return next(a.hit for a in answers if a.hit.id == record_id)
+
+
+def _yes_no_flips(group: _Group) -> _Found:
+    """Each yes or no against the latest earlier yes or no to the same question in another
+    round; one flip per question, its newest."""
+    stated = [a for a in group.answers if a.yes_no in ("yes", "no")]
+    found: _Found = []
+    flipped: list[_Answer] = []
+    for position in range(len(stated) - 1, -1, -1):
+        newer = stated[position]
+        if any(group.same_question(newer, other) for other in flipped):
+            continue
+        older = next((a for a in reversed(stated[:position])
+                      if a.hit.round_number < newer.hit.round_number
+                      and group.same_question(a, newer)), None)
+        if older is None or older.yes_no == newer.yes_no:
+            continue
+        flipped.append(newer)
+        now, then = _yes_no_word(newer), _yes_no_word(older)
+        newer_round, older_round = newer.hit.round_number, older.hit.round_number
+        to = f" to {group.questionnaire_id}" if group.questionnaire_id else ""
+        sentence = (f"Round {newer_round} answers {now}{to} where round {older_round} "
+                    f"answered {then}.")
+        found.append((Contradiction(
+            kind="yes_no", between=(f"round {older_round}", f"round {newer_round}"),
+            values=(then, now), ids=(older.hit.id, newer.hit.id), round_number=newer_round,
+            questionnaire_id=group.questionnaire_id, sentence=sentence), newer.hit))
+    return found
+
+
+def _yes_no_word(answer: _Answer) -> str:
+    return "Yes" if answer.yes_no == "yes" else "No"
+
+
+def _document_contradictions(group: _Group, documents: Sequence[Candidate]) -> _Found:
+    """The newest round's answers against each document excerpt, each document's pair of
+    values once."""
+    newest = group.newest
+    answer_slots = _slots([c for a in newest for c in a.claims], DOCUMENT_KINDS)
+    if not answer_slots:
+        return []
+    number = newest[0].hit.round_number
+    found: _Found = []
+    reported: dict[str, _Reported] = {}
+    for document in documents:
+        label = _document_label(document)
+        document_slots = _slots(_claims(document.text, document.id), DOCUMENT_KINDS)
+        seen = reported.setdefault(label, [])
+        for slot, answer_claims in answer_slots.items():
+            if slot not in document_slots:
+                continue
+            kind = answer_claims[0].kind
+            pair = _disagreement(kind, document_slots[slot], answer_claims)
+            if pair is None or _already(seen, slot, *pair):
+                continue
+            seen.append((slot, *pair))
+            in_document, in_answer = pair
+            sentence = _sentence(kind, _statement(kind, label, in_document),
+                                 _statement(kind, group.speaker(number), in_answer),
+                                 in_answer[0].topic or in_document[0].topic)
+            found.append((_contradiction(kind, group, number, (f"round {number}", label),
+                                         (in_answer, in_document), sentence),
+                          _hit(newest, in_answer[0].record_id)))
+    return found
+
+
+def _contradiction(kind: ContradictionKind, group: _Group, round_number: int,
+                   between: tuple[str, str], claims: tuple[Sequence[_Claim], Sequence[_Claim]],
+                   sentence: str) -> Contradiction:
+    first, second = claims
+    return Contradiction(kind=kind, between=between, values=(_shown(first), _shown(second)),
+                         ids=(first[0].record_id, second[0].record_id),
+                         round_number=round_number, questionnaire_id=group.questionnaire_id,
+                         sentence=sentence)
+
+
+# Sentences --------------------------------------------------------------------------------
+
+_VERBS: dict[str, tuple[str, str]] = {  # kind -> (present, past)
+    "period": ("says", "said"), "number": ("says", "said"), "algorithm": ("names", "named"),
+    "key_length": ("names", "named"), "protocol_version": ("gives", "gave"),
+}
+
+
+def _statement(kind: str, who: str, claims: Sequence[_Claim], *, past: bool = False) -> str:
+    """"round 3 said every 90 days", "encryption_standard.md names AES-128"."""
+    return f"{who} {_VERBS[kind][1 if past else 0]} {_shown(claims)}"
+
+
+def _sentence(kind: str, first: str, second: str, topic: str) -> str:
+    """One sentence: the newer answer's or the document's statement, then what it
+    contradicts. A round is capitalised at its start; a document's name is left as it is."""
+    if kind == "protocol_version":
+        first += " as the lowest version"
+    if topic and kind in ("period", "number"):
+        return f"On {topic}, {first} where {second}."
+    if first.startswith("round "):
+        first = "R" + first[1:]
+    return f"{first} where {second}."
+
+
+def _document_label(document: Candidate) -> str:
+    return f"{document.source}, page {document.page}" if document.page else document.source
+
+
+def _is_followup_excerpt(candidate: Candidate) -> bool:
+    return candidate.is_followup or candidate.type.startswith("followup_response")
+
