@@ -92,10 +92,11 @@ def choose_criteria(key: str, sample: Sequence[CriterionEntry],
 
 
 def verdict_cell(status: VerdictStatus | None) -> str:
-    """A stored verdict in a table cell: 'MET', 'NOT_MET (stale)', or '—' for none."""
+    """A stored verdict in a table cell, as it counts: 'MET', 'NOT_MET (stale)',
+    'INCONCLUSIVE (unverified: the model said MET)', or '—' for none."""
     if status is None or status.verdict is None:
         return NO_VERDICT_CELL
-    return status.verdict.verdict + (" (stale)" if status.stale else "")
+    return status.verdict.counted_text + (" (stale)" if status.stale else "")
 
 
 def error_sentence(exc: EvidenceError, failed: str) -> str:

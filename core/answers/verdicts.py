@@ -2,6 +2,13 @@
 structured answer checked against what the prompt held, and kept per vendor beside its
 evidence.
 
+A verdict quotes, for each source it relies on, the exact words it relies on. Every quote is
+checked against the prompt (`core.answers.llm.quotes`): a verdict with a quote that is not
+the words of the source it names, a cited round without a quote, or a MET or NOT_MET without
+any quote is unverified, and counts as INCONCLUSIVE wherever verdicts are summed up; the
+model's own verdict stays shown as it said it. A verdict stored before verdicts quoted was
+never checked (`verified` None) and counts as its verdict.
+
 A verdict is keyed by what decided it: the criterion's hash, the strategy, the SHA-256 of the
 exact prompt and the model. The same prompt is never sent twice to the same model: a stored
 verdict for the key is read back instead. When the store changes, the prompt changes, so the
@@ -15,9 +22,18 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, computed_field, field_validator
 
 from core.answers.llm.client import LLMClient, LLMError, describe_missing
+from core.answers.llm.quotes import (
+    CheckedQuote,
+    QuoteCheck,
+    SourceKind,
+    UnverifiedQuote,
+    VerdictQuote,
+    check_quotes,
+    prompt_sources,
+)
 from core.config import Settings
 from core.errors import UserInputError
 from core.hashing import short_hash
@@ -51,6 +67,14 @@ class VerdictAnswer(BaseModel):
         description="each contradiction observed between follow-up rounds; empty if none")
     cited_rounds: list[int] = Field(
         description="the follow-up round numbers the verdict relies on; empty if none")
+    quotes: list[VerdictQuote] = Field(
+        default_factory=list,
+        description="for each source the verdict relies on, the exact words it relies on, "
+                    "copied from that source in the prompt: at least one quote from every "
+                    "cited round, and at least one for a MET or NOT_MET verdict; a quote "
+                    "that is not found word for word in the source it names makes the "
+                    "verdict count as INCONCLUSIVE; empty only for an INCONCLUSIVE verdict "
+                    "that relies on nothing")
 
     @field_validator("reasoning")
     @classmethod
@@ -76,6 +100,35 @@ class Verdict(BaseModel):
     assessed_at: str = Field(description="when the model answered, ISO 8601 UTC")
     cached: bool = Field(False, description="read back from the store instead of sent")
     criterion_id: str | None = Field(None, description="the criteria file's id, echoed")
+    quotes: list[CheckedQuote] = Field(
+        default_factory=list, description="each quote the model gave, checked against the "
+                                          "prompt: verified or not, and its source's kind")
+    unverified_quotes: list[UnverifiedQuote] = Field(
+        default_factory=list, description="why the verdict is not verified: each quote that "
+                                          "does not hold and each quote missing; empty when "
+                                          "verified")
+    verified: bool | None = Field(
+        None, description="every quote holds and none is missing; None for a verdict stored "
+                          "before verdicts quoted their sources (not checked)")
+    rests_on: list[SourceKind] = Field(
+        default_factory=list, description="the kinds of the sources its verified quotes come "
+                                          "from: attested, vendor_statement")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def counted_as(self) -> VerdictValue:
+        """The verdict as it counts: INCONCLUSIVE when unverified, else the model's verdict."""
+        return "INCONCLUSIVE" if self.verified is False else self.verdict
+
+    @property
+    def counted_text(self) -> str:
+        """The verdict as a summary shows it: 'MET', 'INCONCLUSIVE (unverified: the model said
+        MET)', or 'INCONCLUSIVE (unverified)' for an unverified INCONCLUSIVE."""
+        if self.verified is not False:
+            return self.counted_as
+        if self.verdict == self.counted_as:
+            return f"{self.counted_as} (unverified)"
+        return f"{self.counted_as} (unverified: the model said {self.verdict})"
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -95,11 +148,22 @@ class VerdictStatus(BaseModel):
 
     @property
     def summary(self) -> str:
-        """One sentence for people: the verdict and whether it is current, or none."""
+        """One sentence for people: the verdict as it counts, whether its quotes were
+        verified, and whether it is current; or that there is none."""
         if self.verdict is None:
             return NO_VERDICT
+        verdict = self.verdict
         state = f"stale: {self.stale_reason}" if self.stale else "current"
-        return f"{self.verdict.verdict} ({self.verdict.model}, {state})"
+        if verdict.verified is False:
+            return (f"{verdict.counted_as} (unverified: {verdict.model} said {verdict.verdict} "
+                    f"but its quotes do not hold; {state})")
+        checked = "quotes not checked, " if verdict.verified is None else ""
+        return f"{verdict.counted_as} ({verdict.model}, {checked}{state})"
+
+
+# A verdict's list fields, stored as JSON text (a store's metadata holds scalars only). A record
+# written before verdicts quoted has none of the quote fields: they read back empty.
+_LISTS = ("contradictions", "cited_rounds", "quotes", "unverified_quotes", "rests_on")
 
 
 class VerdictStore:
@@ -130,17 +194,20 @@ class VerdictStore:
         """One upsert: the verdict is stored whole or not at all."""
         record_id = verdict_id(verdict.criterion_hash, verdict.strategy, verdict.prompt_sha256,
                                verdict.model)
-        metadata = verdict.model_dump(exclude={"cached", "criterion_id"})
-        metadata["contradictions"] = json.dumps(verdict.contradictions)
-        metadata["cited_rounds"] = json.dumps(verdict.cited_rounds)
+        metadata = verdict.model_dump(mode="json", exclude={"cached", "criterion_id",
+                                                            "counted_as", "verified"})
+        for name in _LISTS:
+            metadata[name] = json.dumps(metadata[name])
+        if verdict.verified is not None:
+            metadata["verified"] = verdict.verified
         self.store.verdicts(self.vendor_id, create=True).write(record_id, raw, metadata)
 
     def _read(self, metadata: dict[str, Any]) -> Verdict | None:
         if metadata.get("vendor_id") != self.vendor_id:
             return None
         data = dict(metadata)
-        data["contradictions"] = json.loads(str(data.get("contradictions") or "[]"))
-        data["cited_rounds"] = json.loads(str(data.get("cited_rounds") or "[]"))
+        for name in _LISTS:
+            data[name] = json.loads(str(data.get(name) or "[]"))
         return Verdict.model_validate({**data, "cached": True})
 
 
@@ -177,6 +244,7 @@ class Assessor:
         answer, raw = client.structured([{"role": "user", "content": trace.prompt}],
                                         VerdictAnswer, SCHEMA_NAME)
         check_cited_rounds(answer, trace, client)
+        checked = check_answer_quotes(answer, trace)
         verdict = Verdict(
             vendor_id=trace.vendor_id, criterion=trace.criterion,
             criterion_hash=trace.criterion_hash, strategy=trace.strategy,
@@ -184,7 +252,9 @@ class Assessor:
             contradictions=answer.contradictions, cited_rounds=answer.cited_rounds,
             model=client.model, prompt_sha256=sha,
             assessed_at=datetime.now(UTC).isoformat(timespec="microseconds"),
-            cached=False, criterion_id=criterion_id)
+            cached=False, criterion_id=criterion_id, quotes=checked.quotes,
+            unverified_quotes=checked.unverified_quotes, verified=checked.verified,
+            rests_on=checked.rests_on)
         verdicts.save(verdict, raw)
         return verdict
 
@@ -211,6 +281,13 @@ class Assessor:
             vendor_id=trace.vendor_id, criterion=trace.criterion,
             criterion_hash=trace.criterion_hash, strategy=trace.strategy, verdict=chosen,
             current_prompt_sha256=sha, stale=stale, stale_reason=STALE_REASON if stale else None)
+
+
+def check_answer_quotes(answer: VerdictAnswer, trace: RetrievalTrace) -> QuoteCheck:
+    """The answer's quotes checked against the prompt of the retrieval it answered."""
+    return check_quotes(answer.quotes, verdict=answer.verdict, cited_rounds=answer.cited_rounds,
+                        sources=prompt_sources(trace.evidence, trace.followups),
+                        prompt=trace.prompt)
 
 
 def check_cited_rounds(answer: VerdictAnswer, trace: RetrievalTrace, client: LLMClient) -> None:

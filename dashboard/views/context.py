@@ -19,6 +19,10 @@ from dashboard.text import minute_utc, plain, rounds_label
 
 VERDICT_COLORS: dict[str, Literal["green", "red", "gray"]] = {
     "MET": "green", "NOT_MET": "red", "INCONCLUSIVE": "gray"}
+SOURCE_KIND_LABELS = {"attested": "independently attested",
+                      "vendor_statement": "the vendor's own statement"}
+NOT_CHECKED = ("Quotes not checked: this verdict was given before verdicts quoted their "
+               "sources, so it counts as the model gave it.")
 
 MAP_COLUMNS = ["Index", "Kind", "Source", "Pages", "Rounds", "Ids", "Type"]
 
@@ -61,6 +65,62 @@ def outcome_text(verdict: Verdict) -> str:
     return f"Sent to {verdict.model}; its verdict is stored with the vendor's evidence."
 
 
+def one_quote(text: str) -> str:
+    """A quote on one line, between curly quotes, every markdown character escaped."""
+    return f"\u201c{plain(' '.join(text.split()))}\u201d"
+
+
+def quote_lines(verdict: Verdict) -> list[str]:
+    """One markdown list item per quote: verified or not, its source and the source's kind,
+    and the quote, every vendor or model word escaped."""
+    lines = []
+    for q in verdict.quotes:
+        mark = "verified" if q.verified else "not verified"
+        kind = SOURCE_KIND_LABELS[q.source_kind] if q.source_kind else "no such source"
+        lines.append(f"- {mark} · {plain(q.source_label or q.source)} ({kind}): "
+                     f"{one_quote(q.quote)}")
+    return lines
+
+
+def unverified_lines(verdict: Verdict) -> list[str]:
+    """One markdown list item per quote that does not hold or is missing, and why."""
+    return [f"- {plain(u.source or 'the verdict')}"
+            + (f" {one_quote(u.quote)}" if u.quote else "") + f": {plain(u.reason)}"
+            for u in verdict.unverified_quotes]
+
+
+def rests_on_text(verdict: Verdict) -> str:
+    """What the verified quotes rest on, in words."""
+    if not verdict.rests_on:
+        return "no verified quote"
+    return " and ".join(SOURCE_KIND_LABELS[kind] for kind in verdict.rests_on)
+
+
+def show_counted(verdict: Verdict) -> None:
+    """How the verdict counts: its quotes verified, or unverified and counted INCONCLUSIVE, or
+    never checked."""
+    if verdict.verified is None:
+        st.caption(NOT_CHECKED)
+    elif verdict.verified:
+        st.badge("Quotes verified", color="green", icon=":material/format_quote:")
+    else:
+        st.badge(f"Counted as {verdict.counted_as}: unverified", color="orange",
+                 icon=":material/format_quote:")
+
+
+def show_quotes(verdict: Verdict) -> None:
+    """Each quote with its source and the source's kind, and why any does not hold."""
+    if verdict.verified is None:
+        return
+    if verdict.verified is False:
+        st.markdown(f"**Unverified:** the model said {verdict.verdict}, but its quotes do not "
+                    f"hold, so it counts as {verdict.counted_as}.\n"
+                    + "\n".join(unverified_lines(verdict)))
+    st.markdown("**Quotes:**\n" + "\n".join(quote_lines(verdict)) if verdict.quotes
+                else "**Quotes:** none")
+    st.markdown(f"**Rests on:** {rests_on_text(verdict)}")
+
+
 def show_verdict(status: VerdictStatus) -> None:
     """The stored verdict for the selection, marked current or stale, or that there is none."""
     verdict = status.verdict
@@ -68,6 +128,7 @@ def show_verdict(status: VerdictStatus) -> None:
         st.caption(NO_VERDICT)
         return
     st.badge(verdict.verdict, color=VERDICT_COLORS[verdict.verdict])
+    show_counted(verdict)
     if status.stale:
         st.warning(f"Stale: {status.stale_reason}", icon=":material/history:")
     else:
@@ -81,6 +142,7 @@ def show_verdict(status: VerdictStatus) -> None:
     st.markdown(f"**Cited:** {rounds_label(verdict.cited_rounds)} · **model** "
                 f"{plain(verdict.model)} · **assessed** "
                 f"{minute_utc(verdict.assessed_at, verdict.assessed_at)}")
+    show_quotes(verdict)
     st.caption(f"Prompt sha256 `{verdict.prompt_sha256}`")
 
 

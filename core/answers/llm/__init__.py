@@ -1,4 +1,5 @@
-"""An optional OpenAI-compatible language model: one client, one error type."""
+"""An optional OpenAI-compatible language model: one client, one error type, and the check of
+what a model quotes against the prompt it was shown (`core.answers.llm.quotes`)."""
 
 from core.answers.llm.client import LLMClient, LLMError, describe_missing, strict_json_schema
 
