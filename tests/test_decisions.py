@@ -25,6 +25,8 @@ from tests.support.cli import run_main
 from tests.support.payloads import response, round_payload
 from tests.support.snapshot import assert_unchanged, store_snapshot
 
+pytest_plugins = ["tests.llm_stub"]
+
 AES = "Does the vendor encrypt data at rest using AES-256?"
 LOGS = "Does the vendor retain audit logs for at least 12 months?"
 POLICY = ("# Encryption standard\n\nAll customer data at rest is encrypted with AES-256 in "
@@ -333,3 +335,24 @@ def test_the_decision_log_survives_a_kill_at_its_write(reviewed, tmp_path, when)
                                              else ["dana", "killed"])
     (view,) = make_workbench(store).decisions("acme")
     assert view.reviewer == history[-1].reviewer
+
+
+# A verdict shown when deciding ----------------------------------------------------------
+
+
+def test_a_decision_keeps_the_verdict_shown_as_it_counted(reviewed, llm_stub):
+    """A verdict whose quote is not in the context counts as INCONCLUSIVE, and the decision
+    made beside it records that, not the model's word; its noted contradictions are shown."""
+    bench = Workbench(reviewed.settings.model_copy(update={
+        "llm_base_url": llm_stub.base_url, "llm_model": llm_stub.model}),
+        embedder=FakeEmbedder(), reranker=FakeReranker())
+    llm_stub.enqueue({"verdict": "MET", "reasoning": "Round 3 confirms AES-256.",
+                      "contradictions": ["Round 1 named no algorithm."], "cited_rounds": [3],
+                      "quotes": [{"source": "Round 3",
+                                  "quote": "AES-256 with customer managed keys everywhere"}]})
+    verdict = bench.assess("acme", AES, "precedence")
+    assert (verdict.verified, verdict.counted_as) == (False, "INCONCLUSIVE")
+    view = bench.decide("acme", AES, "partially_met")
+    assert view.verdict == "INCONCLUSIVE (unverified: the model said MET)"
+    assert view.model_contradictions == ["Round 1 named no algorithm."]
+    assert len(llm_stub.requests) == 1  # deciding asks no language model

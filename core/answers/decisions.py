@@ -200,6 +200,9 @@ class DecisionView(BaseModel):
                                description="what changed since the decision, in words")
     contradictions: list[str] = Field(
         default_factory=list, description="answers that disagree now, found without a model")
+    model_contradictions: list[str] = Field(
+        default_factory=list, description="the contradictions the language model's current "
+                                          "verdict noted, if there is one")
     seen: Seen
     verdict: str | None = None
     history: list[Decision] = Field(default_factory=list)
@@ -361,7 +364,7 @@ class Reviewing:
             context_sha256=context_sha256(trace.context),
             prompt_sha256=hashlib.sha256(trace.prompt.encode("utf-8")).hexdigest(),
             seen=seen_in(trace),
-            verdict=None if shown.verdict is None else shown.verdict.verdict)
+            verdict=None if shown.verdict is None else shown.verdict.counted_text)
         log.add(decision)
         return self.view(log.history(decision.criterion_hash), trace)
 
@@ -370,7 +373,7 @@ class Reviewing:
         """The latest of a criterion's decisions, in the state the retrieval `trace` (run now,
         with the decision's strategy) puts it."""
         latest = history[-1]
-        day = today or today()
+        day = today if today is not None else datetime.now(UTC).date()
         changes: list[str] = []
         if latest.status == "waived" and latest.until and date.fromisoformat(latest.until) < day:
             state: DecisionState = "expired"
@@ -381,9 +384,13 @@ class Reviewing:
         else:
             state = "current"
         found = find_contradictions(trace.followups, trace.evidence)
+        shown = self.verdict_of(trace)
+        noted = (list(shown.verdict.contradictions)
+                 if shown.verdict is not None and not shown.stale else [])
         return DecisionView(
             **latest.model_dump(exclude={"id", "seen", "verdict"}), state=state,
-            changes=changes, contradictions=[c.sentence for c in found], seen=latest.seen,
+            changes=changes, contradictions=[c.sentence for c in found],
+            model_contradictions=noted, seen=latest.seen,
             verdict=latest.verdict, history=list(history))
 
     def decisions(self, vendor_id: str) -> list[DecisionView]:

@@ -190,9 +190,22 @@ def _md_verdict(verdict: PackVerdict) -> list[str]:
         return [*lines, md_inline(verdict.note), ""]
     v = verdict.verdict
     cited = ", ".join(map(str, v.cited_rounds)) or "none"
-    lines += [f"**{v.verdict}** by {md_inline(v.model)}, assessed {md_inline(v.assessed_at)}.",
+    lines += [f"**{v.counted_text}** by {md_inline(v.model)}, assessed "
+              f"{md_inline(v.assessed_at)}.",
               "", md_inline(verdict.note), "", "Reasoning:", "", md_block(v.reasoning), "",
               f"Cited rounds: {cited}", ""]
+    if v.quotes:
+        lines += ["Quotes:", ""]
+        lines += [f"- {'found' if q.verified else 'NOT FOUND'} in {md_inline(q.source)}"
+                  + (f" ({q.source_kind.replace('_', ' ')})" if q.source_kind else "")
+                  + f": {md_inline(q.quote)}" for q in v.quotes]
+        lines.append("")
+    if v.unverified_quotes:
+        lines += ["Why it is unverified:", ""]
+        lines += [f"- {md_inline(u.reason)}" for u in v.unverified_quotes]
+        lines.append("")
+    if v.rests_on:
+        lines += [f"Rests on: {', '.join(k.replace('_', ' ') for k in v.rests_on)}", ""]
     if v.contradictions:
         lines += ["Contradictions noted:", ""]
         lines += [f"- {md_inline(c)}" for c in v.contradictions]
@@ -312,12 +325,20 @@ strategy.</p>
 <h3>Verdict</h3>
 <div class="verdict {{ c.verdict.state }}">
 {% if c.verdict.verdict %}{% set v = c.verdict.verdict %}
-<p><span class="label">{{ v.verdict }}</span> by {{ v.model }}, assessed
+<p><span class="label">{{ v.counted_text }}</span> by {{ v.model }}, assessed
 {{ v.assessed_at }}.</p>
 <p class="note">{{ c.verdict.note }}</p>
 <p>Reasoning:</p>
 <div class="quoted">{{ v.reasoning }}</div>
 <p>Cited rounds: {{ v.cited_rounds | join(", ") or "none" }}</p>
+{% if v.quotes %}<p>Quotes:</p>
+<ul>{% for q in v.quotes %}
+<li>{{ "found" if q.verified else "NOT FOUND" }} in {{ q.source }}{% if q.source_kind %}
+({{ q.source_kind | replace("_", " ") }}){% endif %}: {{ q.quote }}</li>
+{% endfor %}</ul>{% endif %}
+{% if v.unverified_quotes %}<p>Why it is unverified:</p>
+<ul>{% for u in v.unverified_quotes %}<li>{{ u.reason }}</li>{% endfor %}</ul>{% endif %}
+{% if v.rests_on %}<p>Rests on: {{ v.rests_on | join(", ") | replace("_", " ") }}</p>{% endif %}
 {% if v.contradictions %}<p>Contradictions noted:</p>
 <ul>{% for item in v.contradictions %}<li>{{ item }}</li>{% endfor %}</ul>{% endif %}
 {% else %}

@@ -32,7 +32,8 @@ def pack_table(pack: EvidencePack) -> pd.DataFrame:
         "Linked rounds": rounds_label([r.round_number for r in c.rounds]),
         "In context": f"{sum(r.in_context for r in c.rounds)} of {len(c.rounds)}",
         "Excerpts": len(c.excerpts),
-        "Verdict": c.verdict.verdict.verdict if c.verdict.verdict else widgets.NO_VERDICT_CELL,
+        "Verdict": (c.verdict.verdict.counted_text if c.verdict.verdict
+                    else widgets.NO_VERDICT_CELL),
         "Verdict state": c.verdict.state,
     } for c in pack.criteria], columns=["ID", "Criterion", "Linked rounds", "In context",
                                         "Excerpts", "Verdict", "Verdict state"])

@@ -134,11 +134,13 @@ def test_a_verdict_given_on_the_context_page_shows_in_the_pack(dashboard_workben
     assert not at.exception and not at.error
     assert metrics(at)["With a verdict"] == "1 of 12"
     aes = rows(at).set_index("Criterion").loc[AES_CRITERION]
-    assert (aes["Verdict"], aes["Verdict state"]) == ("MET", "current")
+    # The stub quotes nothing for the rounds it cites: the verdict counts as INCONCLUSIVE.
+    unverified = "INCONCLUSIVE (unverified: the model said MET)"
+    assert (aes["Verdict"], aes["Verdict state"]) == (unverified, "current")
     first = jsonl(downloads)[1]
     assert first["verdict"]["state"] == "current"
     assert first["verdict"]["verdict"]["reasoning"] == "Rounds 3 to 5 confirm AES-256."
-    assert "**MET** by stub-model" in downloads["Markdown (.md)"][1]
+    assert f"**{unverified}** by stub-model" in downloads["Markdown (.md)"][1]
     assert len(llm_stub.requests) == 1  # building the pack asks no language model
 
 

@@ -369,13 +369,20 @@ def llm_results(dashboard_workbench_llm, tmp_path):
     return dashboard_workbench_llm
 
 
+def quoting(workbench, strategy: str) -> list[dict[str, str]]:
+    """A true quote of the strategy's first excerpt, as a model that reads its prompt gives."""
+    first = workbench.retrieve("acme", AES_CRITERION, strategy).evidence[0]
+    return [{"source": first.source, "quote": " ".join(first.text.split()[:8])}]
+
+
 def test_assess_with_every_strategy_shows_the_verdicts_side_by_side(llm_results, llm_stub):
     order = quality.matrix_columns(LIVE)
     given = dict(zip(order, ["MET", "NOT_MET", "INCONCLUSIVE", "MET", "NOT_MET", "MET"],
                      strict=True))
     for name in order:
         llm_stub.enqueue({"verdict": given[name], "reasoning": f"From the {name} prompt.",
-                          "contradictions": [], "cited_rounds": []})
+                          "contradictions": [], "cited_rounds": [],
+                          "quotes": quoting(llm_results, name)})
     at = page("quality").run()
     assert not [i for i in at.info if "No language model" in i.value]
     assert not llm_stub.requests
@@ -409,7 +416,7 @@ def test_assess_with_every_strategy_shows_the_verdicts_side_by_side(llm_results,
 
 def test_a_failing_endpoint_stops_the_run_in_one_sentence(llm_results, llm_stub):
     llm_stub.enqueue({"verdict": "MET", "reasoning": "Fine.", "contradictions": [],
-                      "cited_rounds": []})
+                      "cited_rounds": [], "quotes": quoting(llm_results, "precedence")})
     llm_stub.enqueue(status=503, error="overloaded")
     at = page("quality").run()
     at.button(key="quality_assess").click().run()
