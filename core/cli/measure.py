@@ -189,3 +189,93 @@ def _download_failure(model: _WorkbenchModel, exc: BaseException) -> str:
     why = " ".join(str(exc).split())[:300].rstrip(".")
     return (f"The {model.role} model '{model.name}' could not be downloaded: {why}; "
             f"{model.way_out}.")
+
+
+@app.command("eval")
+def eval_command(
+    ctx: typer.Context,
+    vendor: Annotated[str, typer.Option(help="Vendor id.")],
+    criteria_file: Annotated[Path, typer.Option(
+        help="The criteria to measure, one per line, or a .csv/.xlsx with a criterion column.")],
+    judgments: Annotated[Path | None, typer.Option(
+        help="Graded judgments: a CSV with vendor_id, criterion, id, grade (0-3), or a TREC "
+             "qrels file; without it, the judgments kept in the store.")] = None,
+    strategy: Annotated[list[str] | None, typer.Option(
+        help="A strategy to measure (repeat for several); every strategy by default.")] = None,
+    compare: Annotated[str | None, typer.Option(
+        help="Two choices whose per-criterion deltas to print, such as "
+             "strategy:hybrid,settings:EVIDENCE_RRF_K=20 (the second changes the first).")
+    ] = None,
+    baseline: Annotated[Path | None, typer.Option(
+        help="A saved run (the lines `eval --format json` printed) to compare with.")] = None,
+    fail_below: Annotated[bool, typer.Option(
+        "--fail-below", help="Exit 1 when a metric falls below the baseline by more than the "
+                             "tolerance.")] = False,
+    tolerance: Annotated[float, typer.Option(
+        help="How far a metric may fall below the baseline.", min=0.0, max=1.0)] = 0.01,
+    output_format: Annotated[BenchFormat, typer.Option(
+        "--format", help="json (one line per strategy, then per-criterion deltas) or table.")
+    ] = BenchFormat.json,
+) -> None:
+    """Rank quality per strategy over a vendor's judged criteria: nDCG@6 and @10, MRR,
+    precision@6 and recall@6 of the judged relevant (trec_eval's definitions, on the
+    context's order), and the share of hash-linked answers in the context."""
+    import sys
+
+    from core.cli.base import _criteria, _workbench
+    from core.relevance import (
+        Choice,
+        Judgments,
+        deltas,
+        evaluate,
+        parse_choices,
+        read_baseline,
+        read_judgments,
+        regressions,
+        strategies_or_all,
+        table,
+    )
+
+    if fail_below and baseline is None:
+        raise UserInputError("--fail-below needs --baseline FILE, the run to compare with.")
+    names = strategies_or_all(strategy or [])
+    criteria = _criteria(None, criteria_file)
+    compared = parse_choices(compare, names[0]) if compare else []
+    saved = read_baseline(baseline) if baseline is not None else None
+    workbench = _workbench(ctx)
+    graded = (read_judgments(judgments, workbench.store, vendor, criteria)
+              if judgments is not None else Judgments(workbench.store, vendor).all())
+    if not any(j.grade >= 1 for j in graded):
+        raise UserInputError(f"Vendor '{vendor}' has no excerpt judged relevant (grade 1 to 3) "
+                             "for these criteria: judge some on the dashboard or give "
+                             "--judgments FILE.")
+    results = evaluate(workbench, vendor, criteria, [Choice(strategy=n) for n in names],
+                       graded)
+    lines = [r.line() for r in results]
+    extra = evaluate(workbench, vendor, criteria, compared, graded) if compared else []
+    if output_format is BenchFormat.json:
+        for line in lines:
+            _emit(line)
+        if extra:
+            for line in [r.line() for r in extra]:
+                _emit({**line, "compared": True})
+            for line in deltas(extra[0], extra[1]):
+                _emit(line)
+    else:
+        typer.echo(table(lines))
+        if extra:
+            typer.echo("")
+            typer.echo(table([r.line() for r in extra]))
+            typer.echo(f"\nPer criterion, {extra[1].choice.label} minus "
+                       f"{extra[0].choice.label}:")
+            for line in deltas(extra[0], extra[1]):
+                typer.echo(f"  {line['criterion'][:70]}: nDCG@6 {line['ndcg@6']:+.3f}, "
+                           f"MRR {line['mrr']:+.3f}, recall@6 {line['recall@6']:+.3f}")
+    if saved is not None:
+        fallen = regressions(lines, saved, tolerance)
+        if fallen and fail_below:
+            print(f"evidence: error: below the baseline {baseline} beyond {tolerance:g}: "
+                  + "; ".join(fallen) + ".", file=sys.stderr)
+            raise typer.Exit(1)
+        for item in fallen:
+            print(f"evidence: note: below the baseline: {item}.", file=sys.stderr)

@@ -14,6 +14,7 @@ from core.store.evidence_store import (
     chunks_collection_name,
     conversations_collection_name,
     decisions_collection_name,
+    judgments_collection_name,
     manifest_collection_name,
     verdicts_collection_name,
 )
@@ -49,5 +50,6 @@ __all__ = [
     "FollowupLink", "followup_canonical_hash", "followup_link", "is_committed", "is_withdrawn",
     "link_metadata", "link_record_id", "manifest_collection_name", "record_fingerprint",
     "decisions_collection_name",
+    "judgments_collection_name",
     "verdicts_collection_name",
 ]

@@ -21,6 +21,7 @@ from core.store.bindings import (
 from core.store.client import connect
 from core.store.conversations import ConversationRecords
 from core.store.decisions import DecisionRecords
+from core.store.judgments import JudgmentRecords
 from core.store.migrations import FIRST_SCHEMA_VERSION, SCHEMA_VERSION, can_upgrade, upgrade
 from core.store.paths import STORE_DATABASE, check_store_path
 from core.store.registry import Registered, VendorRegistry, read_vendor_status
@@ -35,6 +36,7 @@ _MANIFEST_SUFFIX = "__manifest"
 _CONVERSATIONS_SUFFIX = "__conversations"
 _VERDICTS_SUFFIX = "__verdicts"
 _DECISIONS_SUFFIX = "__decisions"
+_JUDGMENTS_SUFFIX = "__judgments"
 _PREFIX = "vendor__"
 # ChromaDB keeps one shared system per store path (or server) in a process-wide registry that
 # it fills without a lock: clients created at the same moment in two threads can come up
@@ -61,6 +63,10 @@ def verdicts_collection_name(vendor_id: str) -> str:
 
 def decisions_collection_name(vendor_id: str) -> str:
     return f"{_PREFIX}{vendor_id}{_DECISIONS_SUFFIX}"
+
+
+def judgments_collection_name(vendor_id: str) -> str:
+    return f"{_PREFIX}{vendor_id}{_JUDGMENTS_SUFFIX}"
 
 
 def check_vendor_id(vendor_id: object) -> str:
@@ -335,6 +341,16 @@ class EvidenceStore:
             metadata={"vendor_id": vendor.vendor_id, "schema_version": SCHEMA_VERSION},
             configuration={"hnsw": PERSISTED_AT_EVERY_WRITE})
         return DecisionRecords(collection) if collection is not None else None
+
+    def judgments(self, vendor_id: str, *, create: bool = False) -> JudgmentRecords | None:
+        """The vendor's relevance judgments (a collection made at the first judgment: a read
+        of a vendor never judged creates nothing)."""
+        vendor = self.open_vendor(vendor_id)
+        collection = self._collection(
+            judgments_collection_name(vendor.vendor_id), create=create,
+            metadata={"vendor_id": vendor.vendor_id, "schema_version": SCHEMA_VERSION},
+            configuration={"hnsw": PERSISTED_AT_EVERY_WRITE})
+        return JudgmentRecords(collection) if collection is not None else None
 
     def _collection(self, name: str, *, create: bool, **options: Any) -> Any | None:
         """A collection of the store, made when `create`; else None when there is none."""
