@@ -11,8 +11,9 @@ again, whatever ids the records get.
 The metrics are trec_eval's, computed by `ir-measures` (over pytrec_eval) on the order of the
 context: the `evidence` entries, then the `followups`. nDCG's gain is the grade and its
 discount log2(rank + 1), the ideal ranking is the criterion's judged grades; an unjudged
-excerpt has grade 0; relevant means grade >= 1. Each figure is averaged over the criteria
-with at least one relevant judgment."""
+excerpt has grade 0; relevant means grade >= 1; `recall` is the share of the judged relevant
+anywhere in the context. Each figure is averaged over the criteria with at least one
+relevant judgment."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ GRADES = (0, 1, 2, 3)
 GRADE_LABELS = {0: "0 not relevant", 1: "1 on the topic", 2: "2 relevant",
                 3: "3 answers it"}
 Judge = Literal["person", "model"]
-METRICS = ("ndcg@6", "ndcg@10", "mrr", "precision@6", "recall@6")
+METRICS = ("ndcg@6", "ndcg@10", "mrr", "precision@6", "recall@6", "recall")
 # How far a metric may fall below the baseline before the gate fails.
 DEFAULT_TOLERANCE = 0.01
 
@@ -216,7 +217,8 @@ def context_ranking(trace: RetrievalTrace) -> list[Ranked]:
 
 def rank_metrics(ranking: Sequence[str], grades: dict[str, int]) -> dict[str, float]:
     """trec_eval's nDCG@6, nDCG@10, RR, P@6 and R@6 of one ranking (excerpt shas, best first)
-    against the criterion's grades."""
+    against the criterion's grades, and the recall of the whole context (`recall`: the judged
+    relevant anywhere in it, follow-ups placed after the six excerpts included)."""
     import ir_measures
     from ir_measures import RR, P, R, nDCG
 
@@ -225,7 +227,7 @@ def rank_metrics(ranking: Sequence[str], grades: dict[str, int]) -> dict[str, fl
     run = [ir_measures.ScoredDoc("q", sha, float(len(ranking) - i))
            for i, sha in enumerate(ranking)]
     measures = {"ndcg@6": nDCG @ 6, "ndcg@10": nDCG @ 10, "mrr": RR, "precision@6": P @ 6,
-                "recall@6": R @ 6}
+                "recall@6": R @ 6, "recall": R @ 1000}
     if not run:
         return dict.fromkeys(measures, 0.0)
     found = {m.measure: m.value for m in ir_measures.iter_calc(list(measures.values()),
