@@ -442,3 +442,61 @@ def strategies_or_all(names: Sequence[str]) -> list[str]:
     return list(names) or list(STRATEGIES)
 
 
+
+
+# Suggested grades (a language model, optional) ----------------------------------------------
+
+class SuggestedGrade(BaseModel):
+    """One grade a language model suggests for one numbered excerpt."""
+
+    index: int = Field(description="the excerpt's number, as the list shows it")
+    grade: int = Field(ge=0, le=3, description="0 not relevant, 1 on the topic but does not "
+                                               "help decide, 2 relevant, 3 answers it")
+
+
+class SuggestedGrades(BaseModel):
+    """What the language model answers: a grade for each excerpt it was shown."""
+
+    grades: list[SuggestedGrade]
+
+
+def suggestion_prompt(criterion: str, texts: Sequence[str]) -> str:
+    """The prompt asking for grades: the criterion and each excerpt, numbered."""
+    listed = "\n\n".join(f"[{i}] {' '.join(t.split())[:1500]}" for i, t in
+                         enumerate(texts, start=1))
+    return (f"Grade how relevant each excerpt is to this assessment criterion.\n\n"
+            f"Criterion: {criterion}\n\nGrades: 3 answers the criterion directly; 2 relevant "
+            "evidence that partly answers it or is needed to judge it; 1 on the topic but does "
+            "not help decide; 0 not about it.\n\nExcerpts:\n\n" + listed)
+
+
+def suggest_grades(workbench: Any, client: Any, vendor_id: str, criterion: str,
+                   strategies: Sequence[str]) -> list[Judgment]:
+    """A language model's grades for the excerpts of the criterion's contexts (every
+    strategy's) that no person has judged, kept apart from a person's (judged_by "model")
+    and never counted in the metrics."""
+    text_criterion = check_criterion(criterion)
+    key = criterion_hash(text_criterion)
+    judged = set(Judgments(workbench.store, vendor_id).grades(text_criterion))
+    pending: dict[str, tuple[str, str, str]] = {}  # sha -> id, text, source
+    for name in strategies:
+        trace = workbench.retrieve(vendor_id, text_criterion, name)
+        for item in [*((c.id, c.text, c.source) for c in trace.evidence),
+                     *((f.id, f.content, f"round {f.round_number}") for f in trace.followups)]:
+            sha = excerpt_sha(item[1])
+            if sha not in judged:
+                pending.setdefault(sha, item)
+    if not pending:
+        return []
+    shas = list(pending)
+    answer, _raw = client.structured(
+        [{"role": "user", "content": suggestion_prompt(text_criterion,
+                                                       [pending[s][1] for s in shas])}],
+        SuggestedGrades, "excerpt_grades")
+    by_index = {g.index: g.grade for g in answer.grades if 1 <= g.index <= len(shas)}
+    suggested = [Judgment(vendor_id=vendor_id, criterion=text_criterion, criterion_hash=key,
+                          excerpt_sha=sha, excerpt_id=pending[sha][0],
+                          source=pending[sha][2], grade=by_index[i], judged_by="model")
+                 for i, sha in enumerate(shas, start=1) if i in by_index]
+    Judgments(workbench.store, vendor_id).save(suggested)
+    return suggested

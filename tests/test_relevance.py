@@ -25,6 +25,8 @@ from tests.fakes import FakeEmbedder, FakeReranker
 from tests.support.cli import run_main
 from tests.support.payloads import response, round_payload
 
+pytest_plugins = ["tests.llm_stub"]
+
 AES = "Does the vendor encrypt data at rest using AES-256?"
 TLS = "Does the vendor encrypt data in transit using TLS 1.2 or higher?"
 FILLER = ("This section is reviewed by the security team each year and approved by the "
@@ -209,3 +211,30 @@ def test_the_command_refuses_what_it_cannot_measure(lab, tmp_path, capfd, monkey
         code, out, err = run_main(capfd, *base, *extra, clear=True)
         assert (code, out) == (2, ""), err
         assert len(err.strip().splitlines()) == 1 and needle in err
+
+
+def test_suggested_grades_are_kept_apart_and_never_counted(lab, tmp_path, capfd, monkeypatch,
+                                                           llm_stub):
+    monkeypatch.setattr("core.workbench.SentenceTransformerEmbedder",
+                        lambda *args, **kwargs: FakeEmbedder())
+    monkeypatch.setenv("EVIDENCE_LLM_BASE_URL", llm_stub.base_url)
+    monkeypatch.setenv("EVIDENCE_LLM_MODEL", llm_stub.model)
+    at_rest = excerpt(lab, AES, "AES-256 in every storage tier")
+    judge(lab.store, "acme", AES, at_rest.id, at_rest.text, 3)
+    llm_stub.enqueue({"grades": [{"index": i, "grade": 0} for i in range(1, 30)]})
+    criteria = tmp_path / "criteria.txt"
+    criteria.write_text(f"{AES}\n", encoding="utf-8")
+    base = ["--store", str(lab.settings.store), "eval", "--vendor", "acme",
+            "--criteria-file", str(criteria), "--strategy", "semantic"]
+    code, before, err = run_main(capfd, *base, clear=True)
+    assert code == 0, err
+    code, after, err = run_main(capfd, *base, "--suggest", clear=True)
+    assert code == 0, err
+    assert "grades suggested by" in err and len(llm_stub.requests) == 1
+    # The judged excerpt was not sent again; the model's grades changed no figure.
+    prompt = llm_stub.requests[0].messages[0]["content"]
+    assert "AES-256 in every storage tier" not in prompt and "badge and a PIN" in prompt
+    assert after == before
+    suggested = Judgments(lab.store, "acme").all(judged_by="model")
+    assert suggested and {j.grade for j in suggested} == {0}
+    assert [j.grade for j in Judgments(lab.store, "acme").all()] == [3]

@@ -216,6 +216,10 @@ def eval_command(
     output_format: Annotated[BenchFormat, typer.Option(
         "--format", help="json (one line per strategy, then per-criterion deltas) or table.")
     ] = BenchFormat.json,
+    suggest: Annotated[bool, typer.Option(
+        "--suggest", help="Ask the configured language model to grade the excerpts no person "
+                          "has judged; its grades are kept apart and never counted.")
+    ] = False,
 ) -> None:
     """Rank quality per strategy over a vendor's judged criteria: nDCG@6 and @10, MRR,
     precision@6 and recall@6 of the judged relevant (trec_eval's definitions, on the
@@ -243,9 +247,24 @@ def eval_command(
     compared = parse_choices(compare, names[0]) if compare else []
     saved = read_baseline(baseline) if baseline is not None else None
     workbench = _workbench(ctx)
+    if suggest:
+        from core.answers.llm.client import LLMClient, describe_missing
+        from core.relevance import suggest_grades
+
+        client = LLMClient.from_settings(workbench.settings)
+        if client is None:
+            raise UserInputError(str(describe_missing(workbench.settings)))
+        made = sum(len(suggest_grades(workbench, client, vendor, entry.text, names))
+                   for entry in criteria)
+        print(f"evidence: note: {made} grades suggested by {client.model}, kept apart from a "
+              "person's and not counted below.", file=sys.stderr)
     graded = (read_judgments(judgments, workbench.store, vendor, criteria)
               if judgments is not None else Judgments(workbench.store, vendor).all())
     if not any(j.grade >= 1 for j in graded):
+        if suggest:
+            print("evidence: note: no excerpt is judged relevant by a person yet, so there is "
+                  "nothing to measure; suggested grades are not counted.", file=sys.stderr)
+            return
         raise UserInputError(f"Vendor '{vendor}' has no excerpt judged relevant (grade 1 to 3) "
                              "for these criteria: judge some on the dashboard or give "
                              "--judgments FILE.")
