@@ -22,7 +22,9 @@ from core.models import FollowupHit, RetrievalTrace
 from core.outputs.draft import DraftRow, plan_draft
 from core.outputs.quality import StrategyComparison, compare_strategies
 from core.outputs.report import EvidencePack, build_pack
+from core.relevance import Choice, ChoiceResult, Judgment, evaluate
 from core.reports import VendorStatus
+from core.retrieval.strategies import STRATEGIES
 from core.workbench import Workbench
 
 CRITERIA_FILE = DEFAULT_SAMPLE_DIR / "criteria.txt"
@@ -193,6 +195,44 @@ def decisions(vendor_id: str) -> list[DecisionView]:
 def decisions_changed() -> None:
     """Call after a decision is recorded: the lists of decisions kept are dropped."""
     _decisions_json.clear()
+
+
+# Rank quality against the relevance judgments: every strategy measured on the cached traces
+# the pages show, kept under the store's state and the judgments measured. Judgments change
+# no state: a new grade measures again, but retrieves nothing the pages have not already.
+
+class _CachedTraces:
+    """The workbench as core.relevance.evaluate reads it, its retrievals the cached ones."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(get_workbench(), name)
+
+    def retrieve(self, vendor_id: str, criterion: str, strategy: str,
+                 questionnaire_ids: Sequence[str] = ()) -> RetrievalTrace:
+        if questionnaire_ids:
+            return get_workbench().retrieve(vendor_id, criterion, strategy, questionnaire_ids)
+        return retrieve(vendor_id, criterion, strategy)
+
+    def linked_followups(self, vendor_id: str, criterion: str) -> list[FollowupHit]:
+        return linked_followups(vendor_id, criterion)
+
+
+@on_store_state(per_vendor=True, show_spinner="Measuring every strategy against the judgments...")
+def _relevance(vendor_id: str, judged: tuple[str, ...]) -> list[ChoiceResult]:
+    judgments = [Judgment.model_validate_json(j) for j in judged]
+    criteria: dict[str, str] = {}
+    for j in sorted(judgments, key=lambda j: j.criterion):
+        criteria.setdefault(j.criterion_hash, j.criterion)
+    return evaluate(_CachedTraces(), vendor_id, [CriterionEntry(text) for text in
+                                                 criteria.values()],
+                    [Choice(strategy=name) for name in STRATEGIES], judgments)
+
+
+def relevance(vendor_id: str, judgments: Sequence[Judgment]) -> list[ChoiceResult]:
+    """Every strategy's rank metrics over the judged criteria (in the order of their text),
+    on the judgments given (cached under the store's state and the judgments)."""
+    judged = tuple(sorted(j.model_dump_json(exclude={"judged_at"}) for j in judgments))
+    return _relevance(vendor_id, judged)
 
 
 # Caches not of the store's state ------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""Criterion overview: hash, reranker, timings, and what made the context, with every score;
-beside it the reviewer's decision on the criterion, its state and history, and the form to
-record a new one."""
+"""Criterion overview: hash, reranker, timings, and what made the context, with every score
+and each excerpt's relevance grade set with one click; beside it the reviewer's decision on
+the criterion, its state and history, and the form to record a new one."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from core.answers.decisions import (
 from core.errors import EvidenceError
 from core.models import RetrievalTrace
 from core.trace.context import evidence_source
-from dashboard import actions, charts, resources, widgets
+from dashboard import actions, charts, judging, resources, widgets
 from dashboard.selection import Selection, selection
 from dashboard.text import plain
 from dashboard.views.decisions import show_contradictions, show_history, show_state
@@ -104,6 +104,13 @@ def show_excerpts(trace: RetrievalTrace) -> None:
     })
 
 
+def context_excerpts(trace: RetrievalTrace) -> list[judging.Excerpt]:
+    """The context's entries in its order: the excerpts, then the follow-up answers."""
+    return ([judging.chunk_excerpt(c, f"index_{i}") for i, c in enumerate(trace.evidence, 1)]
+            + [judging.followup_excerpt(f, f"follow-up entry, round {f.round_number}")
+               for f in trace.followups])
+
+
 def criterion_decision(chosen: Selection, trace: RetrievalTrace) -> DecisionView | None:
     """The criterion's latest decision and its state now, or None when it was never decided;
     a store that cannot be read shows the error block and stops the page."""
@@ -183,7 +190,7 @@ def show_decision(chosen: Selection, trace: RetrievalTrace) -> None:
 
 def render() -> None:
     """The page: the trace's headline figures, the reviewer's decision, then the follow-ups,
-    the excerpts and the time each stage took."""
+    the excerpts, their grades and the time each stage took."""
     shown = selection()
     widgets.header("Criterion overview", shown)
     chosen = widgets.require_selection(shown)
@@ -211,6 +218,8 @@ def render() -> None:
     show_decision(chosen, trace)
     show_followups(trace)
     show_excerpts(trace)
+    judging.judge_excerpts(chosen, context_excerpts(trace), page="overview",
+                           about="The context's excerpts, then its follow-up answers.")
 
     st.subheader("Time per stage")
     st.plotly_chart(charts.timings_figure(trace.timings_ms))

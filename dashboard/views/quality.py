@@ -1,6 +1,7 @@
 """Strategy quality: the recorded benchmarks (how many hash-linked follow-ups each strategy
-keeps in the context as the corpus grows, and what each stage costs), and every strategy run
-live on the selected vendor's criteria."""
+keeps in the context as the corpus grows, and what each stage costs), every strategy run
+live on the selected vendor's criteria, and each strategy's rank quality against the grades
+people gave the vendor's excerpts."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from core.config import MAX_CRITERION_CHARS
 from core.errors import EvidenceError, UserInputError
 from core.ingest.sample import criteria_lines
 from core.outputs.quality import StrategyComparison, StrategyRun
+from core.relevance import GRADE_LABELS, METRICS, ChoiceResult, deltas
 from core.retrieval.strategies import DEFAULT_STRATEGY, STRATEGIES
-from dashboard import actions, charts, resources, widgets
+from dashboard import actions, charts, judging, resources, widgets
 from dashboard.selection import selected_vendor
 from dashboard.styles import COMPLETE_STYLE, INCOMPLETE_STYLE, NONE_STYLE
 from dashboard.text import minute_utc, plain
@@ -30,6 +32,13 @@ FLOOR_TEXT = (f"the floor: embedding the query plus one bare ChromaDB query "
 X_FLOOR_HELP = ("x floor = p50 of (retrieve time - reranker model time) / p50 of "
                 + FLOOR_TEXT)
 NO_LINKED = "no linked follow-up"
+HOW_TO_JUDGE = ("grade excerpts 0 to 3 under “Judge these excerpts” on the Criterion overview, "
+                "Precedence tiers or Boosted vs unboosted pages, or run "
+                "`evidence eval --judgments FILE`")
+METRIC_NAMES = {"ndcg@6": "nDCG@6", "ndcg@10": "nDCG@10", "mrr": "MRR",
+                "precision@6": "Precision@6", "recall@6": "Recall@6",
+                "recall": "Recall (whole context)"}
+DELTA_DEFAULTS = ("hybrid", "precedence")
 ROW_PX = 35  # st.dataframe's row height
 
 Labelled = tuple[str, BenchResult]  # (where it came from, the run)
@@ -317,6 +326,129 @@ def show_comparison(vendor: str | None) -> None:
         }, key="quality_matrix")
 
 
+def relevance_table(results: Sequence[ChoiceResult]) -> pd.DataFrame:
+    """One row per strategy: the judged criteria it was measured on, then each rank metric
+    (the mean over the criteria with an excerpt judged relevant)."""
+    return pd.DataFrame([{key: line[key] for key in (
+        "strategy", "criteria", "judged", *METRICS, "linked_in_context")}
+        for line in (r.line() for r in results)])
+
+
+def metric_columns(number_format: str) -> dict[str, object]:
+    return {name: st.column_config.NumberColumn(METRIC_NAMES.get(name, name),
+                                                format=number_format) for name in METRICS}
+
+
+def delta_table(first: ChoiceResult, second: ChoiceResult) -> pd.DataFrame:
+    """One row per criterion with an excerpt judged relevant: the second choice's metrics
+    minus the first's."""
+    return pd.DataFrame([{"criterion": line["criterion"], **{m: line[m] for m in METRICS}}
+                         for line in deltas(first, second)],
+                        columns=["criterion", *METRICS])
+
+
+def missed_table(result: ChoiceResult) -> pd.DataFrame:
+    """The excerpts judged relevant that the strategy left out of its context, best grade
+    first within each criterion."""
+    return pd.DataFrame([{"criterion": c.criterion, "source": m["source"],
+                          "grade": GRADE_LABELS[m["grade"]], "id": m["id"]}
+                         for c in result.criteria for m in c.missed],
+                        columns=["criterion", "source", "grade", "id"])
+
+
+def show_deltas(by_name: dict[str, ChoiceResult]) -> None:
+    """Two strategies picked on the page, their metrics per criterion, one minus the other."""
+    names = list(by_name)
+    st.markdown("**Per criterion, one strategy against another**")
+    pick_a, pick_b = st.columns(2)
+    first = pick_a.selectbox("First strategy", names, key="quality_delta_a",
+                             index=names.index(DELTA_DEFAULTS[0]))
+    second = pick_b.selectbox("Second strategy", names, key="quality_delta_b",
+                              index=names.index(DELTA_DEFAULTS[1]))
+    if first == second:
+        st.info("Pick two different strategies to compare.")
+        return
+    st.caption(f"Each figure is {second}'s minus {first}'s: above zero, {second} ranks that "
+               "criterion's judged excerpts better.")
+    st.dataframe(delta_table(by_name[first], by_name[second]), hide_index=True,
+                 column_config={"criterion": st.column_config.TextColumn("Criterion",
+                                                                         width="large"),
+                                **metric_columns("%+.3f")}, key="quality_relevance_deltas")
+
+
+def show_missed(by_name: dict[str, ChoiceResult]) -> None:
+    """For a picked strategy, the excerpts judged relevant that its context left out."""
+    names = list(by_name)
+    st.markdown("**Judged relevant, left out of the context**")
+    sidebar = st.session_state.get("strategy")
+    pick = st.selectbox("Strategy", names, key="quality_missed_strategy",
+                        index=names.index(sidebar if sidebar in names else DEFAULT_STRATEGY))
+    missed = missed_table(by_name[pick])
+    if missed.empty:
+        st.markdown(f"The {pick} strategy left no excerpt judged relevant out of its context.")
+        return
+    st.dataframe(missed, hide_index=True, column_config={
+        "criterion": st.column_config.TextColumn("Criterion", width="medium"),
+        "source": st.column_config.TextColumn("Source", width="medium"),
+        "grade": st.column_config.TextColumn("Grade"),
+        "id": st.column_config.TextColumn("Id"),
+    }, key="quality_relevance_missed")
+
+
+def show_relevance(vendor: str | None) -> None:
+    """Every strategy's rank metrics over the vendor's judged criteria, two strategies
+    compared per criterion, and what a strategy left out; measured on the cached traces,
+    kept until the store or the judgments change."""
+    st.subheader("Ranking quality against judgments")
+    if not vendor:
+        st.info(widgets.PICK_VENDOR)
+        return
+    if vendor not in resources.vendor_ids():
+        st.info(plain(f"The store holds no vendor {vendor}."))
+        return
+    try:
+        judged = judging.person_judgments(vendor)
+    except EvidenceError as exc:
+        widgets.show_error(exc, "The judgments could not be read")
+        return
+    if not judged:
+        st.info(f"No excerpt of {plain(vendor)} is judged yet: {HOW_TO_JUDGE}.")
+        return
+    if not any(j.grade >= 1 for j in judged):
+        st.info(f"Every excerpt judged for {plain(vendor)} is graded 0 (not relevant), which "
+                f"leaves nothing to measure: {HOW_TO_JUDGE}.")
+        return
+    try:
+        results = resources.relevance(vendor, judged)
+    except EvidenceError as exc:
+        widgets.show_error(exc, "The measurement failed")
+        return
+    by_name = {r.choice.strategy: r for r in results}
+    criteria = len(results[0].criteria)
+    measured = len(results[0].measured)
+    st.caption(plain(
+        f"{len(judged)} excerpt{'' if len(judged) == 1 else 's'} graded by a person for "
+        f"{vendor}, over {criteria} criteri{'on' if criteria == 1 else 'a'} ({measured} with "
+        "an excerpt judged relevant). Each strategy's context is ranked in "
+        "its order, its excerpts then its follow-ups, with trec_eval's measures: an "
+        "unjudged excerpt counts as not relevant, nDCG's gain is the grade, and each figure "
+        "is the mean over the criteria with an excerpt judged relevant."))
+    st.dataframe(relevance_table(results), hide_index=True, column_config={
+        "strategy": st.column_config.TextColumn("Strategy"),
+        "criteria": st.column_config.NumberColumn(
+            "Criteria", format="%d", help="criteria with an excerpt judged relevant"),
+        "judged": st.column_config.NumberColumn("Judged", format="%d",
+                                                help="excerpts graded, over every criterion"),
+        **metric_columns("%.3f"),
+        "linked_in_context": st.column_config.NumberColumn(
+            "Linked answers in context", format="percent",
+            help="hash-linked answers expected (the latest rounds up to the cap) that the "
+                 "context holds, over the criteria with a linked answer"),
+    }, key="quality_relevance_metrics")
+    show_deltas(by_name)
+    show_missed(by_name)
+
+
 def verdict_criteria(vendor: str) -> list[str]:
     """The criteria whose verdicts are shown: the sidebar's, then the list last compared."""
     typed = (st.session_state.get("criterion") or "").strip()
@@ -397,15 +529,16 @@ def show_verdicts(vendor: str | None) -> None:
 
 
 def render() -> None:
-    """The page: the recorded benchmarks, the live comparison, then the verdicts of every
-    strategy. None needs a criterion, and the benchmarks need no vendor: each section has its
-    own guard."""
+    """The page: the recorded benchmarks, the live comparison, the ranking quality against
+    the judgments, then the verdicts of every strategy. None needs a criterion, and the
+    benchmarks need no vendor: each section has its own guard."""
     vendor = selected_vendor()
     widgets.header("Strategy quality")
     if "quality_criteria" not in st.session_state:
         st.session_state["quality_criteria"] = "\n".join(default_criteria())
     show_benchmarks()
     show_comparison(vendor)
+    show_relevance(vendor)
     show_verdicts(vendor)
 
 

@@ -1,5 +1,6 @@
 """Boosted vs unboosted: the reranked list before and after the follow-up document boost,
-every score with its parts, a what-if boost, and a comparison of two strategies."""
+every score with its parts, the grades of the candidates near the cut set with one click, a
+what-if boost, and a comparison of two strategies."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from core.trace.analysis import (
     whatif_ranking,
 )
 from core.trace.context import evidence_source
-from dashboard import actions, charts, resources, widgets
+from dashboard import actions, charts, judging, resources, widgets
 from dashboard.selection import Selection, selection
 
 FIRST_STAGE = "First-stage: cosine similarity of query and chunk embeddings (-1..1)"
@@ -116,6 +117,20 @@ def show_rankings(trace: RetrievalTrace, top_n: int) -> None:
         sorted(shown, key=lambda i: i.rank_after)), key="score_parts")
 
 
+def near_the_cut(trace: RetrievalTrace, top_n: int) -> list[judging.Excerpt]:
+    """The candidates ranked in the top 2N before or after the boost, in their order after
+    it, as excerpts to judge."""
+    in_context = {c.id for c in trace.evidence}
+    near = sorted((c for c in trace.reranked
+                   if min((r for r in (c.rank_before_boost, c.rank_after_boost) if r),
+                          default=2 * top_n + 1) <= 2 * top_n),
+                  key=lambda c: c.rank_after_boost or len(trace.reranked) + 1)
+    return [judging.chunk_excerpt(c, f"rank {c.rank_after_boost} (before the boost "
+                                     f"{c.rank_before_boost})"
+                                     + (", in context" if c.id in in_context else ""))
+            for c in near]
+
+
 def show_whatif(trace: RetrievalTrace, top_n: int, factor: float, cap: float | None,
                 boosted: bool) -> None:
     """The same candidates re-ranked under another boost, and what enters or leaves the top."""
@@ -198,8 +213,8 @@ def show_strategy_comparison(chosen: Selection) -> None:
 
 
 def render() -> None:
-    """The page: what the scores mean, both rankings, the what-if boost, and two strategies
-    side by side."""
+    """The page: what the scores mean, both rankings, the grades of the candidates near the
+    cut, the what-if boost, and two strategies side by side."""
     chosen = selection()
     widgets.header("Boosted vs unboosted", chosen)
     chosen = widgets.require_selection(chosen)
@@ -240,6 +255,9 @@ def render() -> None:
                    "cosine similarity.")
 
     show_rankings(trace, top_n)
+    judging.judge_excerpts(chosen, near_the_cut(trace, top_n), page="rankings",
+                           about=f"The candidates ranked in the top {2 * top_n} before or "
+                                 "after the boost, in their order after it.")
     show_whatif(trace, top_n, factor, cap, boosted)
     show_strategy_comparison(chosen)
 

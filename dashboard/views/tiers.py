@@ -1,5 +1,5 @@
-"""Precedence tiers: what the hash path and the semantic path found, each tier's reason, and
-the rounds the cap dropped."""
+"""Precedence tiers: what the hash path and the semantic path found, each tier's reason, the
+rounds the cap dropped, and each follow-up's relevance grade set with one click."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from core.models import FATE_MEANING, FATE_STATUS, FollowupHit, RetrievalTrace
-from dashboard import actions, charts, widgets
+from dashboard import actions, charts, judging, widgets
 from dashboard.selection import selection
 
 
@@ -88,10 +88,12 @@ def show_dropped(trace: RetrievalTrace) -> None:
 
 
 def render() -> None:
-    """The page: the threshold and the cap, each path's follow-ups, and what was dropped."""
-    chosen = selection()
-    widgets.header("Precedence tiers", chosen)
-    trace = actions.current_trace(widgets.require_selection(chosen))
+    """The page: the threshold and the cap, each path's follow-ups, what was dropped, and the
+    grades of the follow-ups found."""
+    shown = selection()
+    widgets.header("Precedence tiers", shown)
+    chosen = widgets.require_selection(shown)
+    trace = actions.current_trace(chosen)
 
     threshold = trace.constants.fuzzy_match_threshold
     cap = trace.constants.max_followup_rounds
@@ -124,6 +126,10 @@ def render() -> None:
     found = found_in_round_order(trace)
     if found:
         st.plotly_chart(charts.similarity_figure(found, threshold))
+    judging.judge_excerpts(
+        chosen, [judging.followup_excerpt(h, f"round {h.round_number}, {_status(h, trace)}")
+                 for h in found], page="tiers",
+        about="The follow-ups either path found, oldest round first, dropped ones too.")
 
 
 # Streamlit runs a page file as __main__; importing it defines the functions above without
