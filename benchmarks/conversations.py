@@ -42,7 +42,8 @@ from core.ingest.sample import DEFAULT_SAMPLE_DIR, ingest_sample  # noqa: E402
 from core.workbench import Workbench  # noqa: E402
 
 PUBLIC = REPO / "benchmarks" / "data" / "tailscale"
-SETS = ("sample", "public", "cast")
+DEVELOPMENT = REPO / "benchmarks" / "data" / "cloudgov"
+SETS = ("sample", "public", "dev", "cast")
 
 
 def labelled_set(embedder, data_dir: Path, labelled: Path) -> dict:
@@ -81,12 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     figures: dict = {}
     embedder = None
-    if {"sample", "public"} & set(args.sets):
+    if {"sample", "public", "dev"} & set(args.sets):
         embedder = SentenceTransformerEmbedder(Settings().embedding_model)
     if "sample" in args.sets:
         figures["sample"] = labelled_set(embedder, DEFAULT_SAMPLE_DIR, LABELLED_TURNS)
     if "public" in args.sets:
         figures["public"] = labelled_set(embedder, PUBLIC, PUBLIC / "conversations.json")
+    if "dev" in args.sets:
+        figures["dev"] = labelled_set(embedder, DEVELOPMENT, DEVELOPMENT / "conversations.json")
     if "cast" in args.sets:
         figures["cast"] = evaluate_cast(load_cast())
     if embedder is not None:

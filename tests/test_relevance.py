@@ -167,6 +167,9 @@ def test_the_command_prints_metrics_deltas_and_gates_a_worse_setting(lab, tmp_pa
     store = str(lab.settings.store)
     base = ["--store", store, "eval", "--vendor", "acme", "--criteria-file", str(criteria),
             "--judgments", str(judgments)]
+    code, out, err = run_main(capfd, *base, "--strategy", "semantic", "--keep", clear=True)
+    assert code == 0 and "2 judgments kept" in err, err
+    assert sorted(Judgments(lab.store, "acme").grades(AES).values()) == [3]
     code, out, err = run_main(capfd, *base, "--compare",
                               "strategy:semantic,settings:EVIDENCE_TOP_RERANKED_N=1",
                               clear=True)

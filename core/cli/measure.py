@@ -216,6 +216,9 @@ def eval_command(
     output_format: Annotated[BenchFormat, typer.Option(
         "--format", help="json (one line per strategy, then per-criterion deltas) or table.")
     ] = BenchFormat.json,
+    keep: Annotated[bool, typer.Option(
+        "--keep", help="Keep the --judgments file's grades in the store as a person's, so the "
+                       "dashboard shows and measures them.")] = False,
     suggest: Annotated[bool, typer.Option(
         "--suggest", help="Ask the configured language model to grade the excerpts no person "
                           "has judged; its grades are kept apart and never counted.")
@@ -240,6 +243,8 @@ def eval_command(
         table,
     )
 
+    if keep and judgments is None:
+        raise UserInputError("--keep needs --judgments FILE, the grades to keep.")
     if fail_below and baseline is None:
         raise UserInputError("--fail-below needs --baseline FILE, the run to compare with.")
     names = strategies_or_all(strategy or [])
@@ -260,6 +265,10 @@ def eval_command(
               "person's and not counted below.", file=sys.stderr)
     graded = (read_judgments(judgments, workbench.store, vendor, criteria)
               if judgments is not None else Judgments(workbench.store, vendor).all())
+    if keep:
+        Judgments(workbench.store, vendor).save(graded)
+        print(f"evidence: note: {len(graded)} judgments kept in the store for vendor "
+              f"'{vendor}'.", file=sys.stderr)
     if not any(j.grade >= 1 for j in graded):
         if suggest:
             print("evidence: note: no excerpt is judged relevant by a person yet, so there is "
