@@ -47,6 +47,10 @@ PERSONAL = frozenset({"it", "its", "it's", "itself", "they", "them", "their", "t
 DEMONSTRATIVE = frozenset({"this", "that", "these", "those", "such"})
 POINTERS = frozenset({"former", "latter", "aforementioned", "above", "same", "mentioned"})
 REFERENCE_WORDS = PERSONAL | DEMONSTRATIVE | POINTERS
+# Possessive and reflexive pronouns refer back within their own clause ("Does the vendor
+# review its plan?"), so a subject named before them in the question resolves them.
+WITHIN_CLAUSE = frozenset({"its", "itself", "their", "theirs", "themselves", "his", "her",
+                           "hers"})
 ADDITIVE = frozenset({"too", "also", "other", "else", "similar", "similarly", "instead",
                       "besides", "afterwards", "either", "another"})
 ADDITIVE_PHRASES = ("as well", "in that case", "in this case", "the rest")
@@ -195,7 +199,7 @@ def _reference(tokens: list[str], low: list[str]) -> str | None:
             # Resolved inside the question when a clause naming its own subject comes first
             # ("What is mortadella and where is it from?").
             breaks = [k for k in range(i) if low[k] in CLAUSE_WORDS]
-            cut = breaks[-1] if breaks else 0
+            cut = i if word in WITHIN_CLAUSE else (breaks[-1] if breaks else 0)
             if not any(w not in FILLER and w not in REFERENCE_WORDS and w not in AUXILIARIES
                        and w not in CLAUSE_WORDS for w in low[:cut]):
                 return word
@@ -270,7 +274,8 @@ def dependence(question: str, earlier: Sequence[str],
         if relational and not any(t[:1].isupper() for t in tokens[1:]):
             parts.append(_part("relational", f"\u201c{relational}\u201d of what is not said"))
     joined = " ".join(low)
-    additive = next((w for w in low if w in ADDITIVE), None) or next(
+    additive = next((w for i, w in enumerate(low) if w in ADDITIVE and not (
+        w == "other" and i > 0 and low[i - 1] in {"each", "one"})), None) or next(
         (p for p in ADDITIVE_PHRASES if f" {p} " in f" {joined} "), None)
     if additive:
         parts.append(_part("additive", f"\u201c{additive}\u201d adds to something said"))
