@@ -170,3 +170,22 @@ def test_a_question_with_a_verb_after_its_wh_word_is_no_fragment():
     assert "fragment" not in names("Who approves restores?")
     assert "fragment" not in names("Tell me about lung cancer.")
     assert "fragment" in names("For which systems?")
+
+
+@pytest.mark.parametrize(("question", "points_back"), [
+    ("How often does the vendor review its own contingency plan?", False),
+    ("Can customers see login attempts on their accounts?", False),
+    ("What are its benefits?", True),
+    ("How often are their permissions reviewed?", True),
+    ("Do they keep their roles after a reset?", True),
+])
+def test_a_possessive_is_resolved_by_a_subject_named_before_it(question, points_back):
+    assert ("reference" in names(question, ["Who can restore a deleted database?"])) \
+        is points_back
+
+
+def test_each_other_is_not_an_additive():
+    earlier = ["How are tenants separated?"]
+    assert "additive" not in names("Are tenant applications isolated from each other?",
+                                        earlier)
+    assert "additive" in names("Are other applications isolated?", earlier)

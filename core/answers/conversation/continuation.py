@@ -51,6 +51,9 @@ REFERENCE_WORDS = PERSONAL | DEMONSTRATIVE | POINTERS
 # review its plan?"), so a subject named before them in the question resolves them.
 WITHIN_CLAUSE = frozenset({"its", "itself", "their", "theirs", "themselves", "his", "her",
                            "hers"})
+# The second word of "how often", "how long"...: part of the question, never its subject.
+QUESTION_ADVERBS = frozenset({"often", "long", "much", "many", "soon", "far", "quickly",
+                              "frequently", "exactly", "else"})
 ADDITIVE = frozenset({"too", "also", "other", "else", "similar", "similarly", "instead",
                       "besides", "afterwards", "either", "another"})
 ADDITIVE_PHRASES = ("as well", "in that case", "in this case", "the rest")
@@ -201,7 +204,8 @@ def _reference(tokens: list[str], low: list[str]) -> str | None:
             breaks = [k for k in range(i) if low[k] in CLAUSE_WORDS]
             cut = i if word in WITHIN_CLAUSE else (breaks[-1] if breaks else 0)
             if not any(w not in FILLER and w not in REFERENCE_WORDS and w not in AUXILIARIES
-                       and w not in CLAUSE_WORDS for w in low[:cut]):
+                       and w not in CLAUSE_WORDS and w not in QUESTION_ADVERBS
+                       for w in low[:cut]):
                 return word
         elif word in DEMONSTRATIVE:
             after = low[i + 1] if i + 1 < len(low) else None
