@@ -7,7 +7,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from core.config import Settings
 from core.errors import StoreError, UnknownVendorError, UserInputError
@@ -38,6 +38,7 @@ _VERDICTS_SUFFIX = "__verdicts"
 _DECISIONS_SUFFIX = "__decisions"
 _JUDGMENTS_SUFFIX = "__judgments"
 _PREFIX = "vendor__"
+Records = TypeVar("Records", VerdictRecords, DecisionRecords, JudgmentRecords)
 # ChromaDB keeps one shared system per store path (or server) in a process-wide registry that
 # it fills without a lock: clients created at the same moment in two threads can come up
 # without their tenant, or on a system another thread then replaces, and writes go missing.
@@ -325,32 +326,28 @@ class EvidenceStore:
     def verdicts(self, vendor_id: str, *, create: bool = False) -> VerdictRecords | None:
         """The vendor's verdicts (a collection made at the first verdict written: a read of a
         vendor never assessed creates nothing)."""
-        vendor = self.open_vendor(vendor_id)
-        collection = self._collection(
-            verdicts_collection_name(vendor.vendor_id), create=create,
-            metadata={"vendor_id": vendor.vendor_id, "schema_version": SCHEMA_VERSION},
-            configuration={"hnsw": PERSISTED_AT_EVERY_WRITE})
-        return VerdictRecords(collection) if collection is not None else None
+        return self._records(vendor_id, verdicts_collection_name, VerdictRecords, create)
 
     def decisions(self, vendor_id: str, *, create: bool = False) -> DecisionRecords | None:
         """The vendor's reviewer decisions (a collection made at the first decision: a read
         of a vendor never decided creates nothing)."""
-        vendor = self.open_vendor(vendor_id)
-        collection = self._collection(
-            decisions_collection_name(vendor.vendor_id), create=create,
-            metadata={"vendor_id": vendor.vendor_id, "schema_version": SCHEMA_VERSION},
-            configuration={"hnsw": PERSISTED_AT_EVERY_WRITE})
-        return DecisionRecords(collection) if collection is not None else None
+        return self._records(vendor_id, decisions_collection_name, DecisionRecords, create)
 
     def judgments(self, vendor_id: str, *, create: bool = False) -> JudgmentRecords | None:
         """The vendor's relevance judgments (a collection made at the first judgment: a read
         of a vendor never judged creates nothing)."""
+        return self._records(vendor_id, judgments_collection_name, JudgmentRecords, create)
+
+    def _records(self, vendor_id: str, name: Callable[[str], str], kind: type[Records],
+                 create: bool) -> Records | None:
+        """One of the vendor's collections of records without vectors of their own, made
+        when `create`; None when there is none yet."""
         vendor = self.open_vendor(vendor_id)
         collection = self._collection(
-            judgments_collection_name(vendor.vendor_id), create=create,
+            name(vendor.vendor_id), create=create,
             metadata={"vendor_id": vendor.vendor_id, "schema_version": SCHEMA_VERSION},
             configuration={"hnsw": PERSISTED_AT_EVERY_WRITE})
-        return JudgmentRecords(collection) if collection is not None else None
+        return kind(collection) if collection is not None else None
 
     def _collection(self, name: str, *, create: bool, **options: Any) -> Any | None:
         """A collection of the store, made when `create`; else None when there is none."""

@@ -395,16 +395,23 @@ def show_missed(by_name: dict[str, ChoiceResult]) -> None:
     }, key="quality_relevance_missed")
 
 
+def vendor_held(vendor: str | None) -> bool:
+    """Whether the store holds the sidebar's vendor; if not, one sentence says so."""
+    if not vendor:
+        st.info(widgets.PICK_VENDOR)
+        return False
+    if vendor not in resources.vendor_ids():
+        st.info(plain(f"The store holds no vendor {vendor}."))
+        return False
+    return True
+
+
 def show_relevance(vendor: str | None) -> None:
     """Every strategy's rank metrics over the vendor's judged criteria, two strategies
     compared per criterion, and what a strategy left out; measured on the cached traces,
     kept until the store or the judgments change."""
     st.subheader("Ranking quality against judgments")
-    if not vendor:
-        st.info(widgets.PICK_VENDOR)
-        return
-    if vendor not in resources.vendor_ids():
-        st.info(plain(f"The store holds no vendor {vendor}."))
+    if not vendor_held(vendor):
         return
     try:
         judged = judging.person_judgments(vendor)
@@ -493,11 +500,7 @@ def show_verdicts(vendor: str | None) -> None:
     """Each strategy's stored verdict side by side, and a button to assess the sidebar's
     criterion with every strategy (when a language model is configured)."""
     st.subheader("Verdicts by strategy")
-    if not vendor:
-        st.info(widgets.PICK_VENDOR)
-        return
-    if vendor not in resources.vendor_ids():
-        st.info(plain(f"The store holds no vendor {vendor}."))
+    if not vendor_held(vendor):
         return
     strategies = matrix_columns(list(STRATEGIES))
     criteria = verdict_criteria(vendor)
