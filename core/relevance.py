@@ -54,13 +54,10 @@ def excerpt_sha(text: str) -> str:
 
 
 def check_grade(grade: object) -> int:
-    try:
-        value = int(str(grade).strip())
-    except ValueError:
-        value = -1
-    if value not in GRADES or str(grade).strip() not in {str(g) for g in GRADES}:
+    text = str(grade).strip()
+    if text not in {str(g) for g in GRADES}:
         raise UserInputError(f"Grade {str(grade)[:20]!r} is not one of 0, 1, 2 or 3.")
-    return value
+    return int(text)
 
 
 class Judgment(BaseModel):
@@ -200,6 +197,7 @@ class Ranked:
     id: str
     sha: str
     source: str
+    text: str
 
 
 def context_ranking(trace: RetrievalTrace) -> list[Ranked]:
@@ -211,7 +209,7 @@ def context_ranking(trace: RetrievalTrace) -> list[Ranked]:
         sha = excerpt_sha(item[1])
         if sha not in seen:
             seen.add(sha)
-            ranked.append(Ranked(id=item[0], sha=sha, source=item[2]))
+            ranked.append(Ranked(id=item[0], sha=sha, source=item[2], text=item[1]))
     return ranked
 
 
@@ -344,10 +342,10 @@ def evaluate(workbench: Any, vendor_id: str, criteria: Sequence[CriterionEntry],
         get_strategy(choice.strategy)
         bench = workbench
         if choice.settings:
+            reranker, reranker_status = workbench.reranker()
             bench = Workbench(settings_with(workbench.settings, choice.settings),
-                              embedder=workbench.embedder,
-                              reranker=workbench.reranker()[0],
-                              reranker_status=workbench.reranker()[1])
+                              embedder=workbench.embedder, reranker=reranker,
+                              reranker_status=reranker_status)
         rows = []
         for entry in criteria:
             trace = bench.retrieve(vendor_id, entry.text, choice.strategy,
@@ -478,25 +476,22 @@ def suggest_grades(workbench: Any, client: Any, vendor_id: str, criterion: str,
     text_criterion = check_criterion(criterion)
     key = criterion_hash(text_criterion)
     judged = set(Judgments(workbench.store, vendor_id).grades(text_criterion))
-    pending: dict[str, tuple[str, str, str]] = {}  # sha -> id, text, source
+    pending: dict[str, Ranked] = {}
     for name in strategies:
-        trace = workbench.retrieve(vendor_id, text_criterion, name)
-        for item in [*((c.id, c.text, c.source) for c in trace.evidence),
-                     *((f.id, f.content, f"round {f.round_number}") for f in trace.followups)]:
-            sha = excerpt_sha(item[1])
-            if sha not in judged:
-                pending.setdefault(sha, item)
+        for entry in context_ranking(workbench.retrieve(vendor_id, text_criterion, name)):
+            if entry.sha not in judged:
+                pending.setdefault(entry.sha, entry)
     if not pending:
         return []
     shas = list(pending)
     answer, _raw = client.structured(
         [{"role": "user", "content": suggestion_prompt(text_criterion,
-                                                       [pending[s][1] for s in shas])}],
+                                                       [pending[s].text for s in shas])}],
         SuggestedGrades, "excerpt_grades")
     by_index = {g.index: g.grade for g in answer.grades if 1 <= g.index <= len(shas)}
     suggested = [Judgment(vendor_id=vendor_id, criterion=text_criterion, criterion_hash=key,
-                          excerpt_sha=sha, excerpt_id=pending[sha][0],
-                          source=pending[sha][2], grade=by_index[i], judged_by="model")
+                          excerpt_sha=sha, excerpt_id=pending[sha].id,
+                          source=pending[sha].source, grade=by_index[i], judged_by="model")
                  for i, sha in enumerate(shas, start=1) if i in by_index]
     Judgments(workbench.store, vendor_id).save(suggested)
     return suggested

@@ -13,7 +13,6 @@ said in words from the two records; a waiver past its date has expired."""
 from __future__ import annotations
 
 import getpass
-import hashlib
 import json
 import re
 import unicodedata
@@ -25,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from core.answers.contradictions import find_contradictions
-from core.answers.verdicts import VerdictStatus
+from core.answers.verdicts import VerdictStatus, prompt_sha256
 from core.errors import UserInputError
 from core.models import RetrievalTrace, by_round
 from core.store import EvidenceStore
@@ -45,7 +44,7 @@ _YES_NO = re.compile(r"^\W*(yes|no|n/?a|not applicable|partially|partial)\b", re
 
 def context_sha256(context: str) -> str:
     """The full hex SHA-256 of the context's UTF-8 bytes: what a decision was made on."""
-    return hashlib.sha256(context.encode("utf-8")).hexdigest()
+    return prompt_sha256(context)
 
 
 # What a decision saw -----------------------------------------------------------------------
@@ -362,16 +361,17 @@ class Reviewing:
             criterion_hash=trace.criterion_hash, status=checked, note=text, reviewer=who,
             decided_at=decided_at, until=day, strategy=trace.strategy,
             context_sha256=context_sha256(trace.context),
-            prompt_sha256=hashlib.sha256(trace.prompt.encode("utf-8")).hexdigest(),
+            prompt_sha256=prompt_sha256(trace.prompt),
             seen=seen_in(trace),
             verdict=None if shown.verdict is None else shown.verdict.counted_text)
         log.add(decision)
-        return self.view(log.history(decision.criterion_hash), trace)
+        return self.view(log.history(decision.criterion_hash), trace, shown=shown)
 
     def view(self, history: Sequence[Decision], trace: RetrievalTrace,
-             today: date | None = None) -> DecisionView:
+             today: date | None = None, shown: VerdictStatus | None = None) -> DecisionView:
         """The latest of a criterion's decisions, in the state the retrieval `trace` (run now,
-        with the decision's strategy) puts it."""
+        with the decision's strategy) puts it; `shown` is the verdict for `trace`, when it was
+        read already."""
         latest = history[-1]
         day = today if today is not None else datetime.now(UTC).date()
         changes: list[str] = []
@@ -384,7 +384,7 @@ class Reviewing:
         else:
             state = "current"
         found = find_contradictions(trace.followups, trace.evidence)
-        shown = self.verdict_of(trace)
+        shown = shown if shown is not None else self.verdict_of(trace)
         noted = (list(shown.verdict.contradictions)
                  if shown.verdict is not None and not shown.stale else [])
         return DecisionView(

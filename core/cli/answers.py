@@ -193,23 +193,11 @@ def decide(
     """Record the reviewer's decision on a criterion, with exactly what was seen: the
     strategy, the SHA-256 of the context and prompt, the rounds and document versions in it.
     Decisions are kept, never replaced; the latest is current."""
-    from core.answers.decisions import (
-        check_note,
-        check_reviewer,
-        check_status,
-        check_until,
-        today,
-    )
     from core.retrieval.strategies import get_strategy
 
     get_strategy(strategy)
-    checked = check_status(status)
-    check_until(checked, until, today())
-    check_note(note)
-    if reviewer is not None:
-        check_reviewer(reviewer)
-    view = _workbench(ctx).decide(
-        vendor, _utf8_argument("--criterion", criterion), checked, strategy=strategy,
+    view = _workbench(ctx).decide(  # every input is checked before anything is read
+        vendor, _utf8_argument("--criterion", criterion), status, strategy=strategy,
         note=note, until=until, reviewer=reviewer)
     _emit(view.to_json_dict(history=False))
 
