@@ -8,6 +8,7 @@ import pytest
 from core.errors import UnknownVendorError, UserInputError
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION, SAMPLE_DATA
+from tests.fakes import FakeEmbedder, FakeReranker
 from tests.support.store import get_all
 
 ACME = SAMPLE_DATA / "vendors" / "acme"
@@ -144,3 +145,37 @@ def test_every_answer_keeps_the_chunks_and_documents_that_backed_it(acme):
     assert set(json.loads(meta["chunk_ids"])) >= {f.id for f in turn.followups}
     assert json.loads(meta["documents"]) == turn.cited_documents
     assert stored["documents"] == [turn.answer]
+
+
+def test_an_anchor_documents_boost_is_divided_by_its_place_in_the_questions_own_search(acme):
+    first = acme.ask("acme", "How are backups protected?")
+    second = acme.ask("acme", "Can you elaborate on that?", first.conversation_id)
+    assert set(second.anchor_places) <= set(second.anchor_documents)
+    assert second.anchor_places and min(second.anchor_places.values()) >= 1
+    assert "best place in the question's own search" in second.anchoring
+    assert second.anchoring.startswith("calibrated: +")
+    for evidence in [*second.answer_evidence, *second.suggestion_evidence]:
+        if evidence.source not in second.anchor_places:  # not an anchor, or not reached
+            assert evidence.anchor_boost == 0.0
+    boosts = {e.source: e.anchor_boost
+              for e in [*second.answer_evidence, *second.suggestion_evidence] if e.anchor_boost}
+    assert len(boosts) >= 2 and max(second.anchor_places[d] for d in boosts) > 1
+    # Two documents with the same part in the previous answer: the one placed lower in the
+    # question's own search gets the smaller boost, in the ratio of their places.
+    for a in boosts:
+        for b in boosts:
+            wa, wb = second.anchor_weights[a], second.anchor_weights[b]
+            pa, pb = second.anchor_places[a], second.anchor_places[b]
+            assert boosts[a] / boosts[b] == pytest.approx((wa / pa) / (wb / pb), rel=1e-6)
+
+
+def test_seed_anchoring_keeps_its_flat_boost_whatever_the_place(settings):
+    bench = Workbench(settings.model_copy(update={"source_anchoring": "seed"}),
+                      embedder=FakeEmbedder(), reranker=FakeReranker())
+    bench.ingest_documents("acme", sorted((ACME / "documents").glob("*.md")))
+    first = bench.ask("acme", "How are backups protected?")
+    second = bench.ask("acme", "Can you elaborate on that?", first.conversation_id)
+    assert second.anchor_places == {}
+    boosted = {e.anchor_boost for e in second.answer_evidence
+               if e.source in second.anchor_documents}
+    assert boosted == {0.3}

@@ -35,6 +35,18 @@ def evidence_rows(evidence: Sequence[AnswerEvidence], start: int = 1) -> pd.Data
     } for i, e in enumerate(evidence, start=start)])
 
 
+def anchor_label(turn: AskTurn, document: str) -> str:
+    """An anchor document with its part in the previous answer and its best place in the
+    question's own search, where the turn recorded them."""
+    parts = []
+    if document in turn.anchor_weights:
+        parts.append(f"part {turn.anchor_weights[document]:.2f}")
+    if turn.anchor_places:
+        place = turn.anchor_places.get(document)
+        parts.append(f"own search place {place}" if place else "not in the own search: no boost")
+    return plain(document) + (f" ({', '.join(parts)})" if parts else "")
+
+
 def anchoring_moves(anchored: AskTurn, unanchored: AskTurn) -> pd.DataFrame:
     """Each excerpt's place with and without anchoring, OpenSearch-style."""
     a = [e.id for e in [*anchored.answer_evidence, *anchored.suggestion_evidence]]
@@ -95,7 +107,7 @@ def show_turn(turn: AskTurn) -> None:
             st.markdown(f"**Searched for:** {plain(turn.search_query)}")
             if turn.anchor_documents:
                 st.markdown("**Anchor documents** (" + plain(turn.anchoring) + "): "
-                            + ", ".join(plain(d) for d in turn.anchor_documents))
+                            + ", ".join(anchor_label(turn, d) for d in turn.anchor_documents))
             else:
                 st.markdown("**Anchor documents:** none")
             for note in turn.notes:

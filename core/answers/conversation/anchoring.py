@@ -5,7 +5,11 @@ The seed adds 0.3. With two lists and k=60 the largest fused score is 2/61, abou
 0.3 puts every chunk of an anchor document above every other chunk, however irrelevant.
 The calibrated form adds `anchor_fused_ranks` ranks' worth of a first place in one list,
 anchor_fused_ranks / (k + 1): enough to lift a relevant anchor chunk over a comparable
-stranger, too little to lift an irrelevant one over strong evidence elsewhere."""
+stranger, too little to lift an irrelevant one over strong evidence elsewhere. It is also
+divided by the anchor document's best place in the question's own search (all of it when
+that document holds the first hit, half at the second, none when no chunk of it is in the
+window): a previous answer's document the new question does not reach is not pulled in, so
+one answer drawn from the wrong document does not hold every later turn to it."""
 
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ def describe(settings: Settings, scale: float = 1.0, weighted: bool = False) -> 
     scaled = f" x confidence {scale:.2f}" if scale != 1.0 else ""
     if weighted:
         scaled += " x each document's part in the previous answer"
+    scaled += " / the document's best place in the question's own search"
     return (f"calibrated: +{anchor_boost(settings) * scale:.4f} on the fused score "
             f"({settings.anchor_fused_ranks:g} x 1/(k+1), k={settings.rrf_k}{scaled})")
 
@@ -47,26 +52,45 @@ def document_weights(sources: Sequence[str]) -> dict[str, float]:
     return {source: round(total / top, 4) for source, total in sums.items()} if top else {}
 
 
+def best_places(found: Sequence[Neighbour], sources: set[str]) -> dict[str, int]:
+    """Each of these documents' best place (from 1) among the neighbours, in their order;
+    a document none of whose chunks is among them is left out."""
+    places: dict[str, int] = {}
+    for place, neighbour in enumerate(found, start=1):
+        source = neighbour.chunk.metadata.get("source")
+        if source in sources and source not in places:
+            places[source] = place
+    return places
+
+
 class AnchoredSearch:
     """A candidate source whose neighbours from anchor documents get the boost (times the
-    document's weight, 1 when none is given), re-sorted."""
+    document's weight, 1 when none is given), re-sorted. With `by_place`, the calibrated
+    form, each document's boost is also divided by its best place in the search's own
+    order (`places`), and a document outside the window gets none."""
 
     name = "anchored"
 
     def __init__(self, inner: CandidateSource, anchor_sources: Sequence[str],
-                 boost: float, weights: dict[str, float] | None = None) -> None:
+                 boost: float, weights: dict[str, float] | None = None, *,
+                 by_place: bool = False) -> None:
         self.inner = inner
         self.anchors = set(anchor_sources)
         self.weights = weights or {}
         self.boost = boost
+        self.by_place = by_place
         self.boosts: dict[str, float] = {}  # chunk id -> boost it received
+        self.places: dict[str, int] = {}  # anchor document -> its best place unanchored
 
     def nearest(self, query: Query, n: int, *, where: Where | None = None) -> list[Neighbour]:
         found = self.inner.nearest(query, max(n, ANCHOR_WINDOW), where=where)
+        self.places = best_places(found, self.anchors)
         boosted = []
         for neighbour in found:
             source = neighbour.chunk.metadata.get("source")
             boost = self.boost * self.weights.get(source, 1.0)
+            if self.by_place:
+                boost = boost / self.places[source] if source in self.places else 0.0
             if source in self.anchors and boost:
                 self.boosts[neighbour.chunk.id] = boost
                 # The fused score stays as fused; the order follows fused + boost.

@@ -257,7 +257,8 @@ class AskPipeline:
         with timings.stage("lexical_sync"):
             search = runner.hybrid(vendor, versions, evidence, generation)
         anchored = (AnchoredSearch(search, anchors, anchor_boost(self.settings) * scale,
-                                   weights) if anchors else None)
+                                   weights, by_place=self.settings.source_anchoring != "seed")
+                    if anchors else None)
         env = RetrievalEnv(settings=self.settings, vendor_id=vendor.vendor_id,
                            search=anchored or search, records=evidence, reranker=reranker,
                            reranker_status=status,
@@ -300,6 +301,7 @@ class AskPipeline:
             continuation=Continuation(is_continuation=False, reason="", decided_by="rules"),
             history=[], anchor_documents=anchors,
             anchor_weights=dict(weights) if anchors else {},
+            anchor_places=dict(anchored.places) if anchored and anchored.by_place else {},
             anchoring=describe(self.settings, scale, bool(weights)) if anchors else "",
             answer=text,
             answered_by=answered_by, answer_evidence=answer_evidence,

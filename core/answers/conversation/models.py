@@ -78,6 +78,11 @@ class AskTurn(BaseModel):
     anchor_weights: dict[str, float] = Field(
         default_factory=dict, description="each anchor document's share of the boost (its "
                                           "part in the previous answer); none under seed 001")
+    anchor_places: dict[str, int] = Field(
+        default_factory=dict, description="each anchor document's best place in the question's "
+                                          "own search, which divides its boost; a document "
+                                          "not in the searched window is left out and gets "
+                                          "none; none under seed 001")
     anchoring: str = ""
     answer: str
     answered_by: str
