@@ -100,6 +100,8 @@ def test_every_reason_is_one_sentence():
 @pytest.mark.parametrize(("question", "part"), [
     ("Is it treatable?", "reference"),
     ("How often are those keys rotated?", "reference"),
+    ("How far ahead must that be submitted?", "reference"),  # after an auxiliary: a subject
+    ("Is that the case for backups?", "reference"),
     ("Who is on the team?", "definite"),
     ("Which algorithm exactly?", "fragment"),
     ("What is the largest?", "superlative"),

@@ -213,8 +213,11 @@ def _reference(tokens: list[str], low: list[str]) -> str | None:
                 continue
             if word == "that" and i > 0 and after is not None and (
                     after in AUXILIARIES or after in PERSONAL
-                    or after in {"i", "you", "we", "the", "a", "an"}):
-                continue  # a relative or complement clause ("the data that is kept")
+                    or after in {"i", "you", "we", "the", "a", "an"}) and (
+                    low[i - 1] not in AUXILIARIES):
+                # A relative or complement clause ("the data that is kept"); after an
+                # auxiliary "that" is the subject of the question ("must that be sent?").
+                continue
             return word
         elif word in POINTERS:
             return word
