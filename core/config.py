@@ -138,6 +138,11 @@ class Settings(BaseSettings):
     source_anchoring: Literal["seed", "calibrated"] = "calibrated"
     source_anchoring_boost: float = Field(0.3, ge=0.0)
     anchor_fused_ranks: float = Field(0.5, ge=0.0)
+    # Under the calibrated form, a question searched with words carried from the
+    # conversation is also searched as asked, and the two rankings are fused (reciprocal
+    # rank, rrf_k) with this weight on the question's own: its subject words still count.
+    # 0: the search query alone.
+    question_alone_weight: float = Field(0.25, ge=0.0, le=1.0)
 
     # Seed 004: the question-answering pipeline.
     qa_first_stage_n: int = Field(10, ge=1)

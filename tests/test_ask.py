@@ -147,9 +147,21 @@ def test_every_answer_keeps_the_chunks_and_documents_that_backed_it(acme):
     assert stored["documents"] == [turn.answer]
 
 
-def test_an_anchor_documents_boost_is_divided_by_its_place_in_the_questions_own_search(acme):
+def _acme_with(settings, **update) -> Workbench:
+    bench = Workbench(settings.model_copy(update=update), embedder=FakeEmbedder(),
+                      reranker=FakeReranker())
+    bench.ingest_documents("acme", sorted((ACME / "documents").glob("*.md")))
+    for path in sorted((ACME / "questionnaires").glob("round_*.json")):
+        bench.ingest_questionnaire(bench.load_questionnaires([path])[0])
+    return bench
+
+
+def test_an_anchor_documents_boost_is_divided_by_its_place_in_the_questions_own_search(
+        settings):
+    acme = _acme_with(settings, question_alone_weight=0.0)
     first = acme.ask("acme", "How are backups protected?")
     second = acme.ask("acme", "Can you elaborate on that?", first.conversation_id)
+    assert second.question_as_asked_weight == 0.0
     assert set(second.anchor_places) <= set(second.anchor_documents)
     assert second.anchor_places and min(second.anchor_places.values()) >= 1
     assert "best place in the question's own search" in second.anchoring
@@ -179,3 +191,21 @@ def test_seed_anchoring_keeps_its_flat_boost_whatever_the_place(settings):
     boosted = {e.anchor_boost for e in second.answer_evidence
                if e.source in second.anchor_documents}
     assert boosted == {0.3}
+
+
+def test_a_question_searched_with_carried_words_is_also_searched_as_asked(acme):
+    first = acme.ask("acme", "How are backups protected?")
+    assert first.question_as_asked_weight == 0.0  # searched as asked already
+    second = acme.ask("acme", "Can you elaborate on that?", first.conversation_id)
+    assert second.search_query != second.question
+    assert second.question_as_asked_weight == 0.25
+    again = acme.rerun("acme", second, anchored=False)
+    assert again.question_as_asked_weight == 0.25
+
+
+def test_seed_anchoring_searches_the_search_query_alone(settings):
+    bench = _acme_with(settings, source_anchoring="seed")
+    first = bench.ask("acme", "How are backups protected?")
+    second = bench.ask("acme", "Can you elaborate on that?", first.conversation_id)
+    assert second.search_query != second.question
+    assert second.question_as_asked_weight == 0.0

@@ -104,7 +104,11 @@ def show_turn(turn: AskTurn) -> None:
                                  "Weight": st.column_config.NumberColumn(
                                      format="%+.2f", help="added to the sum whose logistic is "
                                                           "the confidence")})
-            st.markdown(f"**Searched for:** {plain(turn.search_query)}")
+            searched = f"**Searched for:** {plain(turn.search_query)}"
+            if turn.question_as_asked_weight:
+                searched += (f" (fused with the question as asked, weight "
+                             f"{turn.question_as_asked_weight:g})")
+            st.markdown(searched)
             if turn.anchor_documents:
                 st.markdown("**Anchor documents** (" + plain(turn.anchoring) + "): "
                             + ", ".join(anchor_label(turn, d) for d in turn.anchor_documents))

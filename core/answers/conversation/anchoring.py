@@ -63,6 +63,43 @@ def best_places(found: Sequence[Neighbour], sources: set[str]) -> dict[str, int]
     return places
 
 
+class WithQuestionAsAsked:
+    """A candidate source for a question searched with words carried from the conversation:
+    the search query's ranking and the question's own, fused by weighted reciprocal rank
+    (1 / (k + place) for the search query, `weight` / (k + place) for the question), so a
+    continuation that names a subject of its own ("How do they catch certificates that are
+    about to expire?") still reaches it when the carried words point at the previous
+    answer's document. Each neighbour keeps the search query's score parts (the question's
+    where only it found the record); its score is the fused one."""
+
+    name = "with_question_as_asked"
+
+    def __init__(self, inner: CandidateSource, question: Query, weight: float, k: int) -> None:
+        self.inner = inner
+        self.question = question
+        self.weight = weight
+        self.k = k
+
+    def nearest(self, query: Query, n: int, *, where: Where | None = None) -> list[Neighbour]:
+        scores: dict[str, float] = {}
+        first: dict[str, Neighbour] = {}
+        for asked, weight in ((query, 1.0), (self.question, self.weight)):
+            for place, neighbour in enumerate(self.inner.nearest(asked, n, where=where),
+                                              start=1):
+                record_id = neighbour.chunk.id
+                scores[record_id] = scores.get(record_id, 0.0) + weight / (self.k + place)
+                first.setdefault(record_id, neighbour)
+        fused = sorted((replace(first[i], score=score) for i, score in scores.items()),
+                       key=lambda nb: -nb.score)
+        kept, committed = [], 0
+        for neighbour in fused:
+            kept.append(neighbour)
+            committed += neighbour.committed
+            if committed == n:
+                break
+        return kept
+
+
 class AnchoredSearch:
     """A candidate source whose neighbours from anchor documents get the boost (times the
     document's weight, 1 when none is given), re-sorted. With `by_place`, the calibrated

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from core.answers.conversation import answer as answers
 from core.answers.conversation.anchoring import (
     AnchoredSearch,
+    WithQuestionAsAsked,
     anchor_boost,
     describe,
     document_weights,
@@ -37,7 +38,7 @@ from core.criteria import check_question
 from core.hashing import criterion_hash
 from core.models import Candidate
 from core.retrieval import qa
-from core.retrieval.source import Query
+from core.retrieval.source import CandidateSource, Query
 from core.retrieval.stages import RetrievalEnv, Timings
 from core.services import Services
 from core.store import VendorEvidence
@@ -256,11 +257,19 @@ class AskPipeline:
         reranker, status = self.services.reranker()
         with timings.stage("lexical_sync"):
             search = runner.hybrid(vendor, versions, evidence, generation)
-        anchored = (AnchoredSearch(search, anchors, anchor_boost(self.settings) * scale,
-                                   weights, by_place=self.settings.source_anchoring != "seed")
+        calibrated = self.settings.source_anchoring != "seed"
+        as_asked = (self.settings.question_alone_weight
+                    if calibrated and search_query != question else 0.0)
+        first_stage: CandidateSource = search
+        if as_asked:
+            asked = Query(text=question, criterion_hash=criterion_hash(question),
+                          embedding=self.services.embed_query(question))
+            first_stage = WithQuestionAsAsked(search, asked, as_asked, self.settings.rrf_k)
+        anchored = (AnchoredSearch(first_stage, anchors, anchor_boost(self.settings) * scale,
+                                   weights, by_place=calibrated)
                     if anchors else None)
         env = RetrievalEnv(settings=self.settings, vendor_id=vendor.vendor_id,
-                           search=anchored or search, records=evidence, reranker=reranker,
+                           search=anchored or first_stage, records=evidence, reranker=reranker,
                            reranker_status=status,
                            read_links=lambda: runner.read_links(vendor, generation),
                            read_linked=lambda ids: runner.read_linked(vendor, generation,
@@ -297,7 +306,7 @@ class AskPipeline:
             text = answers.excerpt_answer(answer_evidence, result.linked_followups)
         return AskTurn(
             vendor_id=vendor.vendor_id, conversation_id="", turn=0, question=question,
-            search_query=search_query,
+            search_query=search_query, question_as_asked_weight=as_asked,
             continuation=Continuation(is_continuation=False, reason="", decided_by="rules"),
             history=[], anchor_documents=anchors,
             anchor_weights=dict(weights) if anchors else {},

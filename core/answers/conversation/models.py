@@ -72,6 +72,10 @@ class AskTurn(BaseModel):
     turn: int
     question: str
     search_query: str
+    question_as_asked_weight: float = Field(
+        0.0, description="the weight of the question's own search, fused with the search "
+                         "query's when the two differ (calibrated form); 0: the search query "
+                         "alone")
     continuation: Continuation
     history: list[HistoryMessage]
     anchor_documents: list[str]
