@@ -52,6 +52,18 @@ def document_weights(sources: Sequence[str]) -> dict[str, float]:
     return {source: round(total / top, 4) for source, total in sums.items()} if top else {}
 
 
+def up_to_committed(neighbours: Sequence[Neighbour], n: int) -> list[Neighbour]:
+    """The neighbours, in order, up to the `n`th committed one (an uncommitted record is
+    ranked among them but not counted)."""
+    kept, committed = [], 0
+    for neighbour in neighbours:
+        kept.append(neighbour)
+        committed += neighbour.committed
+        if committed == n:
+            break
+    return kept
+
+
 def best_places(found: Sequence[Neighbour], sources: set[str]) -> dict[str, int]:
     """Each of these documents' best place (from 1) among the neighbours, in their order;
     a document none of whose chunks is among them is left out."""
@@ -91,13 +103,7 @@ class WithQuestionAsAsked:
                 first.setdefault(record_id, neighbour)
         fused = sorted((replace(first[i], score=score) for i, score in scores.items()),
                        key=lambda nb: -nb.score)
-        kept, committed = [], 0
-        for neighbour in fused:
-            kept.append(neighbour)
-            committed += neighbour.committed
-            if committed == n:
-                break
-        return kept
+        return up_to_committed(fused, n)
 
 
 class AnchoredSearch:
@@ -134,10 +140,4 @@ class AnchoredSearch:
                 neighbour = replace(neighbour, score=neighbour.score + boost)
             boosted.append(neighbour)
         boosted.sort(key=lambda nb: -nb.score)
-        kept, committed = [], 0
-        for neighbour in boosted:
-            kept.append(neighbour)
-            committed += neighbour.committed
-            if committed == n:
-                break
-        return kept
+        return up_to_committed(boosted, n)
