@@ -39,6 +39,7 @@ def test_the_two_rankings_are_fused_with_the_questions_weight():
     assert scores["a1"] == pytest.approx(1 / 61 + 0.25 / 63)
     assert scores["c1"] == pytest.approx(1 / 63 + 0.25 / 61)
     assert scores["b1"] == pytest.approx(1 / 62)
+    assert all(nb.fused_score == nb.score for nb in found)  # what the page shows as fused
     # c1, third for the carried words but first as asked, passes b1.
     assert [nb.chunk.id for nb in found] == ["a1", "c1", "b1"]
     assert inner.asked == [("expanded", 3), ("asked", 3)]

@@ -132,7 +132,9 @@ def show_turn(turn: AskTurn) -> None:
 
 SCORE_COLUMNS = {
     "Fused (RRF)": st.column_config.NumberColumn(
-        format="%.4f", help="reciprocal rank fusion of the vector and lexical ranks"),
+        format="%.4f", help="reciprocal rank fusion of the vector and lexical ranks; for a "
+                            "question searched with words from the conversation, that "
+                            "ranking fused again with the question's own (see Searched for)"),
     "Anchor boost": st.column_config.NumberColumn(
         format="%.4f", help="added to the fused score for chunks of the previous answer's "
                             "documents (continuations only)"),

@@ -81,8 +81,9 @@ class WithQuestionAsAsked:
     (1 / (k + place) for the search query, `weight` / (k + place) for the question), so a
     continuation that names a subject of its own ("How do they catch certificates that are
     about to expire?") still reaches it when the carried words point at the previous
-    answer's document. Each neighbour keeps the search query's score parts (the question's
-    where only it found the record); its score is the fused one."""
+    answer's document. Each neighbour keeps the search query's vector and lexical ranks and
+    scores (the question's where only it found the record); its score and fused score are
+    the two rankings' fusion."""
 
     name = "with_question_as_asked"
 
@@ -101,8 +102,8 @@ class WithQuestionAsAsked:
                 record_id = neighbour.chunk.id
                 scores[record_id] = scores.get(record_id, 0.0) + weight / (self.k + place)
                 first.setdefault(record_id, neighbour)
-        fused = sorted((replace(first[i], score=score) for i, score in scores.items()),
-                       key=lambda nb: -nb.score)
+        fused = sorted((replace(first[i], score=score, fused_score=score)
+                        for i, score in scores.items()), key=lambda nb: -nb.score)
         return up_to_committed(fused, n)
 
 
