@@ -142,7 +142,7 @@ class Settings(BaseSettings):
     # conversation is also searched as asked, and the two rankings are fused (reciprocal
     # rank, rrf_k) with this weight on the question's own: its subject words still count.
     # 0: the search query alone.
-    question_alone_weight: float = Field(0.25, ge=0.0, le=1.0)
+    question_as_asked_weight: float = Field(0.25, ge=0.0, le=1.0)
 
     # Seed 004: the question-answering pipeline.
     qa_first_stage_n: int = Field(10, ge=1)

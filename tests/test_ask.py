@@ -158,7 +158,7 @@ def _acme_with(settings, **update) -> Workbench:
 
 def test_an_anchor_documents_boost_is_divided_by_its_place_in_the_questions_own_search(
         settings):
-    acme = _acme_with(settings, question_alone_weight=0.0)
+    acme = _acme_with(settings, question_as_asked_weight=0.0)
     first = acme.ask("acme", "How are backups protected?")
     second = acme.ask("acme", "Can you elaborate on that?", first.conversation_id)
     assert second.question_as_asked_weight == 0.0

@@ -258,7 +258,7 @@ class AskPipeline:
         with timings.stage("lexical_sync"):
             search = runner.hybrid(vendor, versions, evidence, generation)
         calibrated = self.settings.source_anchoring != "seed"
-        as_asked = (self.settings.question_alone_weight
+        as_asked = (self.settings.question_as_asked_weight
                     if calibrated and search_query != question else 0.0)
         first_stage: CandidateSource = search
         if as_asked:
