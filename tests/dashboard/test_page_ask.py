@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dashboard.text import plain
 from tests.dashboard.conftest import page
 
 
@@ -42,6 +43,15 @@ def test_a_continuation_is_anchored_and_the_toggle_shows_what_anchoring_moved(
     texts = " ".join(m.value for m in at.markdown)
     assert "A continuation" in texts and "Anchor documents" in texts
     assert "confidence" in texts and "that it continues" in texts
+    # What was searched and how each anchor document's boost was scaled, as the turn has it.
+    [stored] = [t for t in dashboard_workbench.conversation("acme", summary.conversation_id)
+                if t.turn == 2]
+    assert (f"**Searched for:** {plain(stored.search_query)} (fused with the question as "
+            f"asked, weight {stored.question_as_asked_weight:g})") in texts
+    assert stored.anchor_places
+    for document, place in stored.anchor_places.items():
+        assert (f"{plain(document)} (part {stored.anchor_weights[document]:.2f}, own search "
+                f"place {place})") in texts
     parts = next(d.value for d in at.dataframe if "Part" in d.value.columns)
     assert {"Part", "Weight", "Why"} == set(parts.columns)
     assert "no subject" in set(parts["Part"]) and parts["Weight"].sum() > 0
