@@ -80,6 +80,20 @@ def dashboard_workbench_llm(fake_sample_store, tmp_path, monkeypatch, llm_stub):
     st.cache_data.clear()
 
 
+def empty_results_folder(workbench: Workbench, tmp_path: Path) -> Path:
+    """An empty folder made the workbench's benchmark results folder."""
+    folder = tmp_path / "results"
+    folder.mkdir()
+    workbench.settings.benchmark_results = folder
+    return folder
+
+
+@pytest.fixture
+def results_folder(dashboard_workbench, tmp_path):
+    """The app's benchmark results folder, empty."""
+    return empty_results_folder(dashboard_workbench, tmp_path)
+
+
 def page(name: str, *, vendor: str = "acme", criterion: str = AES_CRITERION,
          strategy: str = "precedence", **state) -> AppTest:
     """An AppTest of one page with the sidebar's selection seeded in session_state."""

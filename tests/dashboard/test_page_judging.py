@@ -20,11 +20,8 @@ TLS_CRITERION = "Does the vendor encrypt data in transit using TLS 1.2 or higher
 
 
 @pytest.fixture
-def lab(dashboard_workbench, tmp_path):
+def lab(dashboard_workbench, results_folder):
     """The app's workbench, its benchmark results folder empty."""
-    folder = tmp_path / "results"
-    folder.mkdir()
-    dashboard_workbench.settings.benchmark_results = folder
     return dashboard_workbench
 
 

@@ -15,7 +15,7 @@ from core.retrieval.strategies import STRATEGIES as LIVE_STRATEGIES
 from dashboard import resources
 from dashboard.views import quality
 from tests.conftest import AES_CRITERION
-from tests.dashboard.conftest import page
+from tests.dashboard.conftest import empty_results_folder, page
 from tests.support import payloads
 from tests.support.bench_results import SHARES, STRATEGIES, bench_result, write_results
 
@@ -24,15 +24,6 @@ pytest_plugins = ["tests.llm_stub"]
 LIVE = list(LIVE_STRATEGIES)  # what the live comparison runs: every strategy
 
 SOC2 = "Does the vendor have a current SOC 2 Type II report?"
-
-
-@pytest.fixture
-def results_folder(dashboard_workbench, tmp_path):
-    """The app's benchmark results folder, empty."""
-    folder = tmp_path / "results"
-    folder.mkdir()
-    dashboard_workbench.settings.benchmark_results = folder
-    return folder
 
 
 @pytest.fixture
@@ -363,9 +354,7 @@ def test_without_a_language_model_verdicts_are_read_and_none_is_asked(results_fo
 
 @pytest.fixture
 def llm_results(dashboard_workbench_llm, tmp_path):
-    folder = tmp_path / "results"
-    folder.mkdir()
-    dashboard_workbench_llm.settings.benchmark_results = folder
+    empty_results_folder(dashboard_workbench_llm, tmp_path)
     return dashboard_workbench_llm
 
 
