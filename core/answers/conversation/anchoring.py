@@ -23,16 +23,22 @@ from core.retrieval.source import CandidateSource, Neighbour, Query, Where
 ANCHOR_WINDOW = 50
 
 
+def calibrated(settings: Settings) -> bool:
+    """Whether the calibrated form is in force (else seed 001's): only it scales the boost
+    by confidence, part and place, and searches a continuation as asked too."""
+    return settings.source_anchoring != "seed"
+
+
 def anchor_boost(settings: Settings) -> float:
     """The boost added to an anchor chunk's fused score under the settings in force."""
-    if settings.source_anchoring == "seed":
+    if not calibrated(settings):
         return settings.source_anchoring_boost
     return settings.anchor_fused_ranks / (settings.rrf_k + 1)
 
 
 def describe(settings: Settings, scale: float = 1.0, weighted: bool = False) -> str:
     """The anchoring in force, in words, for the turn's record."""
-    if settings.source_anchoring == "seed":
+    if not calibrated(settings):
         return f"seed 001: +{settings.source_anchoring_boost:g} on the fused score"
     scaled = f" x confidence {scale:.2f}" if scale != 1.0 else ""
     if weighted:

@@ -20,6 +20,7 @@ from core.answers.conversation.anchoring import (
     AnchoredSearch,
     WithQuestionAsAsked,
     anchor_boost,
+    calibrated,
     describe,
     document_weights,
 )
@@ -217,7 +218,7 @@ class AskPipeline:
         share of it: under seed 001's form all of it on every document; under the calibrated
         form the rules' confidence (all of it from a model's decision) times the document's
         weight."""
-        if self.settings.source_anchoring == "seed":
+        if not calibrated(self.settings):
             return 1.0, {}
         scale = 1.0 if continuation.confidence is None else continuation.confidence
         return scale, weights
@@ -257,16 +258,16 @@ class AskPipeline:
         reranker, status = self.services.reranker()
         with timings.stage("lexical_sync"):
             search = runner.hybrid(vendor, versions, evidence, generation)
-        calibrated = self.settings.source_anchoring != "seed"
+        scaled = calibrated(self.settings)
         as_asked = (self.settings.question_as_asked_weight
-                    if calibrated and search_query != question else 0.0)
+                    if scaled and search_query != question else 0.0)
         first_stage: CandidateSource = search
         if as_asked:
             asked = Query(text=question, criterion_hash=criterion_hash(question),
                           embedding=self.services.embed_query(question))
             first_stage = WithQuestionAsAsked(search, asked, as_asked, self.settings.rrf_k)
         anchored = (AnchoredSearch(first_stage, anchors, anchor_boost(self.settings) * scale,
-                                   weights, by_place=calibrated)
+                                   weights, by_place=scaled)
                     if anchors else None)
         env = RetrievalEnv(settings=self.settings, vendor_id=vendor.vendor_id,
                            search=anchored or first_stage, records=evidence, reranker=reranker,
