@@ -63,7 +63,7 @@ def round_payload(round_number: int, version: int, rng: random.Random) -> dict[s
 
 def soak(store: dict[str, Any], replacements: int, audit_every: int, folder: Path
          ) -> dict[str, Any]:
-    from core.ingest.questionnaire import parse_payload
+    from core.ingest.rounds.payload import parse_payload
 
     bench = workbench(store)
     rng = random.Random(3)

@@ -27,7 +27,7 @@ from core.encoders.embedding import (
 from core.encoders.factory import configured_embedder
 from core.encoders.rerank import Reranker, load_reranker
 from core.ingest import LoadedRound
-from core.ingest.rounds import load_json_rounds, load_rounds
+from core.ingest.rounds.files import load_json_rounds, load_rounds
 from core.ingest.writer import EvidenceWriter, RoundInput
 from core.models import (
     FollowupHit,

@@ -17,12 +17,12 @@ from core.criteria import CriterionEntry
 from core.errors import EvidenceError
 from core.hashing import criterion_hash
 from core.ingest import LoadedRound
+from core.ingest.criteria_lists import read_uploaded_criteria
 from core.ingest.package import Package
 from core.ingest.package import ingest_package as write_package
 from core.ingest.uploads import (
     UploadedRound,
     ingest_loaded_rounds,
-    read_uploaded_criteria,
     read_uploaded_package,
     read_uploaded_rounds,
 )

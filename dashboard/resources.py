@@ -17,7 +17,8 @@ from core.answers.decisions import Decision, DecisionLog, DecisionView
 from core.bench.results import LoadedResults, load_results
 from core.config import Settings
 from core.criteria import CriterionEntry
-from core.ingest.sample import DEFAULT_SAMPLE_DIR, load_criteria
+from core.ingest.criteria_lists import load_criteria
+from core.ingest.sample import DEFAULT_SAMPLE_DIR
 from core.models import FollowupHit, RetrievalTrace
 from core.outputs.draft import DraftRow, plan_draft
 from core.outputs.quality import StrategyComparison, compare_strategies

@@ -42,7 +42,7 @@ from core.config import (
 )
 from core.errors import UserInputError
 from core.ingest.documents import DocumentFile, check_documents, prepare_document
-from core.ingest.questionnaire import load_payload_file, parse_payload
+from core.ingest.rounds.payload import load_payload_file, parse_payload
 from core.ingest.uploads import (
     ingest_uploaded_documents,
     ingest_uploaded_questionnaires,

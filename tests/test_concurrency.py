@@ -666,7 +666,7 @@ def test_two_dashboard_sessions_at_once_each_see_their_own_selection(
         tmp_path, monkeypatch, one_server_for_two_sessions):
     import streamlit as st
 
-    from core.ingest.sample import load_criteria
+    from core.ingest.criteria_lists import load_criteria
     from dashboard import resources
 
     bench = sample_workbench(tmp_path)
@@ -862,7 +862,8 @@ def test_eight_dashboard_sessions_against_one_server_while_rounds_land(
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from core.ingest.sample import ingest_sample, load_criteria
+    from core.ingest.criteria_lists import load_criteria
+    from core.ingest.sample import ingest_sample
     from dashboard import resources
     from tests.conftest import SAMPLE_DATA
     from tests.dashboard.conftest import DASHBOARD

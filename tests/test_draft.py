@@ -15,8 +15,9 @@ import pytest
 from core.criteria import CriterionEntry
 from core.errors import UnknownVendorError, UserInputError
 from core.hashing import criterion_hash
-from core.ingest.questionnaire import parse_payload_bytes
-from core.ingest.spreadsheets import load_criteria_file, spreadsheet_round
+from core.ingest.criteria_lists import load_criteria_file
+from core.ingest.rounds.payload import parse_payload_bytes
+from core.ingest.rounds.table_round import spreadsheet_round
 from core.models import PayloadLimits
 from core.outputs.draft import DraftRow, draft_format, plan_draft, write_draft
 from tests.conftest import AES_CRITERION

@@ -45,7 +45,7 @@ from core.config import (
     Settings,
 )
 from core.errors import UserInputError
-from core.ingest.questionnaire import parse_payload_bytes
+from core.ingest.rounds.payload import parse_payload_bytes
 from core.ingest.uploads import ingest_uploaded_questionnaires
 from core.store.registry import REGISTRY_COLLECTION
 from core.workbench import Workbench

@@ -18,7 +18,7 @@ import pytest
 
 from core.config import Settings
 from core.errors import UserInputError
-from core.ingest.questionnaire import parse_payload
+from core.ingest.rounds.payload import parse_payload
 from core.store import SCHEMA_VERSION, VendorStore
 from core.store.registry import REGISTRY_COLLECTION, status_record_by_record
 from core.workbench import Workbench

@@ -10,7 +10,7 @@ import pytest
 
 from core.errors import UserInputError
 from core.hashing import content_hash, criterion_hash
-from core.ingest.questionnaire import load_payload_file
+from core.ingest.rounds.payload import load_payload_file
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker

@@ -221,7 +221,7 @@ TABLE = [["Vendor security answers"], [], ["Ref", "Question asked", "Response", 
 @pytest.mark.parametrize("columns", ["id=A,question=B,answer=C+D",
                                      "id=Ref,question=Question asked,answer=Response+Comment"])
 def test_columns_read_any_table_by_letters_or_header_names(columns):
-    from core.ingest.layouts import ColumnMapping
+    from core.ingest.rounds.mapping import ColumnMapping
 
     read_ = read("answers.csv", table_csv(TABLE), columns=ColumnMapping.parse(columns))
     assert answers(read_) == [("Q-1", "Do you encrypt data at rest?", "Yes. AES-256 in KMS."),
@@ -240,7 +240,7 @@ def test_columns_read_any_table_by_letters_or_header_names(columns):
            "id=A,question=B,answer=C+E."),
 ])
 def test_a_wrong_column_mapping_is_one_sentence(columns, sentence):
-    from core.ingest.layouts import ColumnMapping
+    from core.ingest.rounds.mapping import ColumnMapping
 
     with pytest.raises(UserInputError) as caught:
         read("answers.csv", table_csv(TABLE), columns=ColumnMapping.parse(columns))
@@ -327,7 +327,7 @@ def test_the_stored_answer_keeps_its_layout_columns(workbench, tmp_path):
 
 
 def test_a_criteria_file_names_the_questionnaire_ids_answering_each_criterion(tmp_path):
-    from core.ingest.spreadsheets import load_criteria_file
+    from core.ingest.criteria_lists import load_criteria_file
 
     path = tmp_path / "criteria.csv"
     path.write_text("id,criterion,questionnaire_ids\n"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import UserInputError
-from core.ingest.questionnaire import parse_payload
+from core.ingest.rounds.payload import parse_payload
 from core.store import WITHDRAWN_SOURCE_TYPE
 from core.workbench import Workbench
 from tests.conftest import SAMPLE_DATA

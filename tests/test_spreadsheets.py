@@ -19,14 +19,13 @@ from hypothesis import strategies as st
 from core.criteria import CriterionEntry
 from core.errors import UserInputError
 from core.hashing import content_hash
-from core.ingest.spreadsheets import (
-    MAX_UNPACKED_BYTES,
+from core.ingest.criteria_lists import load_criteria_file
+from core.ingest.rounds.table_round import (
     SpreadsheetRound,
-    is_spreadsheet,
-    load_criteria_file,
     load_spreadsheet_round,
     spreadsheet_round,
 )
+from core.ingest.rounds.tables import MAX_UNPACKED_BYTES, is_spreadsheet
 from core.models import PayloadLimits, QuestionnairePayload
 from tests.conftest import AES_CRITERION
 from tests.support.snapshot import assert_unchanged, store_snapshot

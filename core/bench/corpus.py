@@ -23,7 +23,7 @@ from core.bench.vocabulary import (
 )
 from core.config import MAX_RESPONSES_PER_ROUND
 from core.hashing import content_hash, format_embedding_content
-from core.ingest.questionnaire import followup_record_id
+from core.ingest.rounds.payload import followup_record_id
 
 VENDOR_ID = "benchmark-vendor"
 ROUNDS = 5

@@ -123,7 +123,7 @@ def _criteria(criterion: str | None, criteria_file: Path | None, *,
     from core.config import MAX_CRITERION_CHARS
     from core.criteria import CriterionEntry
     from core.errors import shown_path
-    from core.ingest.spreadsheets import load_criteria_file
+    from core.ingest.criteria_lists import load_criteria_file
 
     if (criterion is None) == (criteria_file is None):
         raise UserInputError("Give exactly one of --criterion TEXT or --criteria-file FILE.")

@@ -24,15 +24,11 @@ from core.ingest.documents import (
     prepare_document,
     walk_folder,
 )
-from core.ingest.layouts import ColumnMapping
-from core.ingest.questionnaire import load_payload_file, payload_records
-from core.ingest.spreadsheets import (
-    current_timestamp,
-    is_spreadsheet,
-    layout_round,
-    spreadsheet_round,
-)
-from core.ingest.vsaq import definition_for, read_answers, read_vsaq
+from core.ingest.rounds.mapping import ColumnMapping
+from core.ingest.rounds.payload import load_payload_file, payload_records
+from core.ingest.rounds.table_round import current_timestamp, layout_round, spreadsheet_round
+from core.ingest.rounds.tables import is_spreadsheet
+from core.ingest.rounds.vsaq import definition_for, read_answers, read_vsaq
 from core.ingest.writer import EvidenceWriter
 from core.models import FOLLOWUP_SOURCE_TYPE, PayloadLimits, StoredRecord
 from core.reports import Progress

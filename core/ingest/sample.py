@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import UserInputError
-from core.ingest import decode_utf8, read_user_file, shown_path
 
 _ROUND_DIR = re.compile(r"round_(\d+)")
 _ROUND_SUFFIXES = (".json", ".csv", ".xlsx")
@@ -105,38 +104,3 @@ def ingest_sample(workbench, root: Path = DEFAULT_SAMPLE_DIR,
     if progress:
         progress("done", len(steps), len(steps))
     return reports
-
-
-# A thousand criteria at the longest a criterion may be; a criteria file is a short list.
-MAX_CRITERIA_FILE_BYTES = 2_000_000
-
-
-def criteria_lines(text: str, *, max_chars: int | None = None,
-                   where: str | None = None) -> list[str]:
-    """One criterion per line, blank lines skipped; a line holding a NUL or longer than
-    max_chars is refused, by its number (in `where`, when given)."""
-    criteria = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        criterion = line.strip()
-        if not criterion:
-            continue
-        place = f"{where} line {number}" if where else f"Line {number}"
-        if "\x00" in criterion:
-            raise UserInputError(f"{place} contains a NUL character.")
-        if max_chars is not None and len(criterion) > max_chars:
-            raise UserInputError(
-                f"{place} is {len(criterion):,} characters long; a criterion may be at most "
-                f"{max_chars:,}.")
-        criteria.append(criterion)
-    return criteria
-
-
-def load_criteria(path: Path, *, max_chars: int | None = None) -> list[str]:
-    """One criterion per line, blank lines skipped; every line is checked before any is used,
-    so a bad line late in the file refuses the file before anything is printed."""
-    text = decode_utf8(path, read_user_file(path, max_bytes=MAX_CRITERIA_FILE_BYTES,
-                                            what="a criteria file"))
-    criteria = criteria_lines(text, max_chars=max_chars, where=shown_path(path))
-    if not criteria:
-        raise UserInputError(f"{shown_path(path)} holds no criteria (one per line).")
-    return criteria

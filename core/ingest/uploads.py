@@ -1,7 +1,6 @@
 """Uploaded files (a name and its bytes, as a browser sends them) ingested as documents or
-questionnaire rounds, and read as criteria lists: every file checked before any is written,
-and a refusal names the file as it was uploaded, never the temporary folder it passed
-through."""
+questionnaire rounds: every file checked before any is written, and a refusal names the file
+as it was uploaded, never the temporary folder it passed through."""
 
 from __future__ import annotations
 
@@ -13,14 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from core.config import MAX_ROUND_NUMBER
-from core.criteria import CriterionEntry
 from core.errors import UserInputError
-from core.ingest import LoadedRound, decode_utf8, refuse_too_large, shown_path
+from core.ingest import LoadedRound, refuse_too_large, shown_path
 from core.ingest.documents import check_document_type
 from core.ingest.package import Package, read_package
-from core.ingest.questionnaire import check_batch_vendor_ids, parse_payload_bytes
-from core.ingest.sample import MAX_CRITERIA_FILE_BYTES, criteria_lines
-from core.ingest.spreadsheets import criteria_from_spreadsheet, is_spreadsheet, spreadsheet_round
+from core.ingest.rounds.payload import check_batch_vendor_ids, parse_payload_bytes
+from core.ingest.rounds.table_round import spreadsheet_round
+from core.ingest.rounds.tables import is_spreadsheet
 from core.ingest.writer import EvidenceWriter
 from core.models import PayloadLimits, QuestionnairePayload
 from core.reports import DocumentIngestReport, Progress, QuestionnaireIngestReport
@@ -165,19 +163,6 @@ def ingest_loaded_rounds(workbench: EvidenceIngest, rounds: Sequence[LoadedRound
         raise UserInputError("There are no questionnaire rounds to ingest.")
     return list(workbench.ingest_questionnaires([r.payload for r in rounds], replace=replace,
                                                 progress=progress))
-
-
-def read_uploaded_criteria(name: str, data: bytes, *, max_chars: int) -> list[CriterionEntry]:
-    """A criteria list from an upload: a .csv or .xlsx file with a criterion column (and
-    optional id and question columns), or text with one criterion per line."""
-    shown = shown_path(name)
-    if is_spreadsheet(name):
-        return criteria_from_spreadsheet(shown, data, max_chars=max_chars)
-    refuse_too_large(shown, len(data), MAX_CRITERIA_FILE_BYTES, "a criteria file")
-    criteria = criteria_lines(decode_utf8(shown, data), max_chars=max_chars, where=shown)
-    if not criteria:
-        raise UserInputError(f"{shown} holds no criteria (one per line).")
-    return [CriterionEntry(text) for text in criteria]
 
 
 def read_uploaded_package(writer: EvidenceWriter, vendor_id: str, uploads: Sequence[Upload], *,

@@ -38,7 +38,7 @@ from core.ingest.documents import (
     prepare_document,
     refuse_unreadable,
 )
-from core.ingest.questionnaire import check_batch_vendor_ids, parse_payload, payload_records
+from core.ingest.rounds.payload import check_batch_vendor_ids, parse_payload, payload_records
 from core.models import (
     DOCUMENT_SOURCE_TYPE,
     PayloadLimits,

@@ -2,8 +2,8 @@
 
 One row per criterion: the criterion text exactly as the reviewer keeps it (the answer links
 to it by its hash), the question put to the vendor, and an empty answer. Once answered, the
-file ingests as a round (core.ingest.spreadsheets for .xlsx and .csv, the JSON path for
-.json)."""
+file ingests as a round (core.ingest.rounds.table_round for .xlsx and .csv, the JSON path
+for .json)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from core.config import MAX_ROUND_NUMBER
 from core.criteria import CriterionEntry, check_criterion, check_question
 from core.errors import UserInputError, shown_path
 from core.hashing import criterion_hash
-from core.ingest.spreadsheets import current_timestamp
+from core.ingest.rounds.table_round import current_timestamp
 from core.store import check_vendor_id
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ import streamlit as st
 from core.config import MAX_ROUND_NUMBER
 from core.errors import EvidenceError
 from core.ingest.package import Package, PackageFile
-from core.ingest.questionnaire import parse_payload_bytes
-from core.ingest.spreadsheets import is_spreadsheet
+from core.ingest.rounds.payload import parse_payload_bytes
+from core.ingest.rounds.tables import is_spreadsheet
 from core.ingest.uploads import (
     UploadedRound,
     ingest_uploaded_documents,

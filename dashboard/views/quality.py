@@ -17,7 +17,7 @@ from core.bench.results import crowding_curve, parse_result
 from core.bench.run import FLOOR_N_RESULTS, BenchResult
 from core.config import MAX_CRITERION_CHARS
 from core.errors import EvidenceError, UserInputError
-from core.ingest.sample import criteria_lines
+from core.ingest.criteria_lists import criteria_lines
 from core.outputs.quality import StrategyComparison, StrategyRun
 from core.relevance import GRADE_LABELS, METRICS, ChoiceResult, deltas
 from core.retrieval.strategies import DEFAULT_STRATEGY, STRATEGIES

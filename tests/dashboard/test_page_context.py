@@ -9,7 +9,7 @@ import streamlit as st
 
 from core.answers.llm.client import describe_missing
 from core.answers.verdicts import NO_VERDICT, STALE_REASON
-from core.ingest.questionnaire import parse_payload
+from core.ingest.rounds.payload import parse_payload
 from dashboard import resources
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import page

@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from streamlit.testing.v1 import AppTest
 
-from core.ingest.questionnaire import parse_payload
+from core.ingest.rounds.payload import parse_payload
 from dashboard import resources
 from dashboard.views.decisions import NO_DECISION
 from dashboard.views.overview import WAIVER_NEEDS_DATE

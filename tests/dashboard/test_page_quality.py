@@ -9,7 +9,7 @@ import re
 import pytest
 
 from core.answers.llm.client import describe_missing
-from core.ingest.questionnaire import parse_payload
+from core.ingest.rounds.payload import parse_payload
 from core.outputs.quality import StrategyComparison, StrategyRun
 from core.retrieval.strategies import STRATEGIES as LIVE_STRATEGIES
 from dashboard import resources

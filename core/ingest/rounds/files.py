@@ -1,5 +1,6 @@
 """Round files read and validated before anything is written: JSON payloads as they are, .csv
-and .xlsx spreadsheets under the vendor, round and time given for them."""
+and .xlsx spreadsheets and VSAQ answer files under the vendor, round and time given for
+them."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from pathlib import Path
 
 from core.errors import UserInputError, shown_path
 from core.ingest import LoadedRound
-from core.ingest.layouts import ColumnMapping
-from core.ingest.questionnaire import load_payload_file
-from core.ingest.spreadsheets import is_spreadsheet, layout_round, load_spreadsheet_round
-from core.ingest.vsaq import read_answers, read_vsaq
+from core.ingest.rounds.mapping import ColumnMapping
+from core.ingest.rounds.payload import load_payload_file
+from core.ingest.rounds.table_round import layout_round, load_spreadsheet_round
+from core.ingest.rounds.tables import is_spreadsheet
+from core.ingest.rounds.vsaq import read_answers, read_vsaq
 from core.models import PayloadLimits, QuestionnairePayload
 
 

@@ -70,7 +70,7 @@ def parse_payload(data: Any, *, where: str = "payload", max_responses: int | Non
     try:
         return QuestionnairePayload.model_validate(data, context={"limits": limits})
     except ValidationError as exc:
-        raise UserInputError(f"{where}: {_first_error(exc)}") from None
+        raise UserInputError(f"{where}: {first_error(exc)}") from None
 
 
 def parse_payload_bytes(name: str, raw: bytes, *, max_responses: int | None = None,
@@ -228,7 +228,8 @@ def payload_records(payload: QuestionnairePayload) -> list[StoredRecord]:
     return records
 
 
-def _first_error(exc: ValidationError) -> str:
+def first_error(exc: ValidationError) -> str:
+    """A validation error's first problem as one sentence naming the payload field."""
     error = exc.errors()[0]
     field = ""
     for part in error["loc"]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from core.errors import UserInputError, shown_path
 from core.ingest import decode_utf8, read_user_file
-from core.ingest.layouts import Layout, LayoutAnswer, LayoutRead
+from core.ingest.rounds.answers import Layout, LayoutAnswer, LayoutRead
 
 MAX_VSAQ_BYTES = 5_000_000
 _COMMENT = re.compile(r"^\s*//.*$", re.MULTILINE)

@@ -1,0 +1,103 @@
+"""What a questionnaire read by its layout gives (a standard layout, a `--columns` mapping, a
+VSAQ answers file): the layout, each answered question with its id, sheet and row, and the
+rules every such reader shares (an answer joined with its explanation, an id answered once)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from core.errors import UserInputError
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One standard questionnaire layout: the header texts that name its columns."""
+
+    key: str  # "caiq-v4"
+    family: str  # "CAIQ", shown with the version found in the workbook
+    id_pattern: re.Pattern[str]
+    # field -> the header texts naming it (compared by header_key); the fields are "id",
+    # "question", "answer", "explanation" and the extras
+    headers: dict[str, tuple[str, ...]]
+    required: tuple[str, ...]  # fields whose header must be in the header row
+    # field -> 0-based column, where the layout has no header for it (HECVAT: id in A,
+    # question in B)
+    fixed: dict[str, int] = field(default_factory=dict)
+    extras: tuple[str, ...] = ()  # fields kept as metadata, by their names here
+    # Answer columns marked with an "x" under a Yes / No / Not Applicable sub-header (CAIQ v3)
+    choices: tuple[str, ...] = ()
+    answer_label: str | None = None  # "Applicable" for a statement of applicability
+    sheet_pattern: re.Pattern[str] | None = None  # a sheet this layout may be read from
+    several_sheets: bool = False  # answers on every sheet with the header (HECVAT 4)
+
+
+@dataclass(frozen=True)
+class LayoutAnswer:
+    """One answered question of a standard questionnaire."""
+
+    questionnaire_id: str
+    question: str
+    answer: str  # the answer with its explanation, as it is indexed
+    sheet: str
+    row: int
+    extras: dict[str, str]
+    criterion: str | None = None  # the linked criterion where the table names one, else
+    # the question itself
+
+
+@dataclass(frozen=True)
+class LayoutRead:
+    """What a workbook of a standard layout holds."""
+
+    layout: Layout
+    name: str  # "CAIQ v4.0.3", "HECVAT Full 3.04"
+    sheets: list[str]
+    answers: list[LayoutAnswer]
+    notes: list[str]
+
+
+def row_place(sheet: str, row: int) -> str:
+    """'sheet CAIQv4.0.3, row 12', or 'row 12' in a CSV file (a table without sheets)."""
+    return f"sheet {sheet}, row {row}" if sheet else f"row {row}"
+
+
+def note_prefix(sheet: str) -> str:
+    """'Sheet CAIQv4.0.3: ' to begin a note about a sheet, or nothing in a CSV file."""
+    return f"Sheet {sheet}: " if sheet else ""
+
+
+def joined_answer(answer: str, explanation: str, label: str | None) -> str:
+    """'Yes. Keys are rotated ...': the answer and its explanation as one text."""
+    answer = answer.strip()
+    explanation = explanation.strip()
+    if label and answer:
+        answer = f"{label}: {answer}"
+    if not explanation or explanation == answer:
+        return answer
+    if not answer:
+        return explanation
+    end = "" if answer[-1] in ".!?:;" else "."
+    return f"{answer}{end} {explanation}"
+
+
+def one_per_id(answers: list[LayoutAnswer], notes: list[str]) -> list[LayoutAnswer]:
+    """An id answered twice alike is kept once; answered differently, the workbook is
+    refused: which answer is the vendor's cannot be told."""
+    seen: dict[str, LayoutAnswer] = {}
+    kept: list[LayoutAnswer] = []
+    for answer in answers:
+        earlier = seen.get(answer.questionnaire_id)
+        if earlier is None:
+            seen[answer.questionnaire_id] = answer
+            kept.append(answer)
+        elif (earlier.answer, earlier.question) != (answer.answer, answer.question):
+            raise UserInputError(
+                f"{row_place(answer.sheet, answer.row)}: question {answer.questionnaire_id} "
+                f"is answered again, differently from row {earlier.row} of sheet "
+                f"{earlier.sheet or 'the file'}; keep one of the two answers.")
+        else:
+            notes.append(f"{row_place(answer.sheet, answer.row).capitalize()} repeats question "
+                         f"{answer.questionnaire_id} of row {earlier.row} word for word; it "
+                         "was read once.")
+    return kept
