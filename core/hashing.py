@@ -1,5 +1,5 @@
 """Criterion and content hashes, and the embedded follow-up text (seed 003). How similar two
-texts are is `core.retrieval.similarity`'s.
+texts are is `core.retrieval.tiers`'s.
 
 A criterion pasted from Word, Excel or a web page carries typography the same criterion
 typed does not: curly quotes, en dashes, zero-width characters, ligatures, full-width

@@ -119,7 +119,7 @@ if kill.get("at") in ("conversation", "verdict"):
 
     writes.apply = apply
 elif kill.get("at") == "lexical":
-    import core.retrieval.lexical as lexical
+    import core.retrieval.lexical.index as lexical
 
     if kill["point"] == "insert":
         real_insert = lexical._insert

@@ -8,16 +8,20 @@ import re
 
 import pytest
 
+from core.config import Settings
 from core.hashing import (
     content_hash,
     criterion_hash,
     criterion_question_hash,
     format_embedding_content,
 )
-from core.retrieval.similarity import question_similarity
+from core.retrieval.tiers import question_similarity
 from tests.conftest import AES_CRITERION
 
 HEX16 = re.compile(r"[0-9a-f]{16}")
+# What precedence accepts as a typo, as the settings give it.
+SETTINGS = Settings()
+TYPOS = {"word_similarity": SETTINGS.typo_word_similarity, "max_words": SETTINGS.typo_max_words}
 
 
 def _expected(text: str) -> str:
@@ -134,12 +138,12 @@ def test_lightly_edited_question_is_above_threshold():
     ("Does the vendor encrypt data at rest using AES-256", []),  # punctuation only
 ])
 def test_typo_corrections_names_the_corrected_words(linked, fixed):
-    from core.retrieval.similarity import typo_corrections
+    from core.retrieval.tiers import typo_corrections
 
     criterion = linked.replace("authentcation", "authentication").replace("encrpyt", "encrypt")
     if not criterion.endswith("?"):
         criterion += "?"
-    assert typo_corrections(criterion, linked) == fixed
+    assert typo_corrections(criterion, linked, **TYPOS) == fixed
 
 
 @pytest.mark.parametrize("criterion, linked", [
@@ -157,8 +161,8 @@ def test_typo_corrections_names_the_corrected_words(linked, fixed):
      "Does the vendor decrypt data at rest using AES-256?"),
 ])
 def test_edits_that_change_the_question_are_not_typos(criterion, linked):
-    from core.retrieval.similarity import criterion_similarity, typo_corrections
+    from core.retrieval.tiers import criterion_similarity, typo_corrections
 
-    assert typo_corrections(criterion, linked) is None
+    assert typo_corrections(criterion, linked, **TYPOS) is None
     if "TLS" not in linked:  # character similarity alone would have called these the same
         assert criterion_similarity(criterion, linked) >= 0.9

@@ -17,8 +17,9 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from core.models import DOCUMENT_SOURCE_TYPE, FOLLOWUP_SOURCE_TYPE
-from core.retrieval import lexical
-from core.retrieval.lexical import LexicalIndex, index_path, match_expression
+from core.retrieval.lexical import LexicalIndex, index_path, match_expression, ranking, terms
+from core.retrieval.lexical import index as index_module
+from core.retrieval.lexical import postings as codec
 from core.retrieval.source import StoredChunk
 from core.store import Where
 from core.store.records import version_key
@@ -109,8 +110,8 @@ def ranked_both_ways(path: Path, expression: str, committed: set[str], n: int):
     """(the postings' answer or None, FTS5's answer), each as (id, rank) pairs."""
     db = sqlite3.connect(path, isolation_level=None)
     try:
-        new = LexicalIndex._ranked(db, str(path), expression, committed, n)
-        old = LexicalIndex._best(db, expression, committed, n)
+        new = ranking.best_by_postings(db, str(path), expression, committed, n)
+        old = ranking.best_by_fts5(db, expression, committed, n)
     finally:
         db.close()
 
@@ -122,7 +123,7 @@ def ranked_both_ways(path: Path, expression: str, committed: set[str], n: int):
 
 def answers_without_postings(expression: str) -> bool:
     """Whether some phrase has no token, so that FTS5 answers the query alone."""
-    return not all(lexical._query_tokens(p) for p in lexical._phrases(expression))
+    return not all(terms.query_tokens(p) for p in terms.phrases_of(expression))
 
 
 def assert_ranked_as_fts5(path: Path, text: str, committed: set[str]) -> None:
@@ -155,7 +156,7 @@ def postings_by_record(path: Path) -> tuple[dict, dict]:
     db = sqlite3.connect(path)
     try:
         ids = dict(db.execute("SELECT rowid, id FROM chunks"))
-        postings = lexical._read_blocks(db.execute(
+        postings = codec.read_blocks(db.execute(
             "SELECT term, block, rowids, tfs, positions FROM postings ORDER BY term, block"),
             positions=True)
         found = {}
@@ -164,7 +165,7 @@ def postings_by_record(path: Path) -> tuple[dict, dict]:
             for rowid, tf, end in zip(held.rowids.tolist(), held.tfs.tolist(), ends.tolist(),
                                       strict=True):
                 found[(term, ids[rowid])] = tuple(held.positions[end - tf:end].tolist())
-        held = lexical._read_blocks(db.execute(
+        held = codec.read_blocks(db.execute(
             "SELECT 'lengths', block, rowids, lengths FROM lengths ORDER BY block"),
             positions=False).get("lengths")
         lengths = {} if held is None else {
@@ -179,7 +180,7 @@ def assert_lengths_are_fts5s(path: Path) -> None:
     try:
         docsize = {rowid: varint(size) for rowid, size in db.execute(
             "SELECT id, sz FROM chunk_text_docsize")}
-        held = lexical._read_blocks(db.execute(
+        held = codec.read_blocks(db.execute(
             "SELECT 'lengths', block, rowids, lengths FROM lengths ORDER BY block"),
             positions=False).get("lengths")
         lengths = {} if held is None else dict(zip(held.rowids.tolist(), held.tfs.tolist(),
@@ -195,10 +196,10 @@ def assert_packed_as_written_whole(path: Path) -> None:
     db = sqlite3.connect(path)
     try:
         for term, block, rowids, tfs, positions in db.execute("SELECT * FROM postings"):
-            held = lexical._unpacked(block, rowids, tfs, positions)
+            held = codec._unpacked(block, rowids, tfs, positions)
             assert len(held.rowids) and bool((np.diff(held.rowids) > 0).all())
-            assert (lexical._pack_rowids(held.rowids), lexical._pack_counts(held.tfs),
-                    lexical._pack_counts(held.positions)) == (rowids, tfs, positions), term
+            assert (codec._pack_rowids(held.rowids), codec._pack_counts(held.tfs),
+                    codec._pack_counts(held.positions)) == (rowids, tfs, positions), term
     finally:
         db.close()
 
@@ -297,7 +298,7 @@ def test_nearest_ranks_from_the_postings_and_falls_back_to_fts5(tmp_path, monkey
     def no_fts5(*args, **kwargs):
         raise AssertionError("FTS5 ranked a query the postings answer")
 
-    monkeypatch.setattr(LexicalIndex, "_best", staticmethod(no_fts5))
+    monkeypatch.setattr(index_module, "best_by_fts5", no_fts5)
     found = index.nearest(query("AES-256 keys"), 5)
     assert [(n.chunk.id, n.score) for n in found] == expected
     assert found[0].chunk.text == "Yes, AES-256 with keys in an HSM."  # both words
@@ -363,7 +364,7 @@ def test_a_sync_killed_after_writing_postings_leaves_the_file_as_it_was(tmp_path
     LexicalIndex(path, vendor, vendor.versions).sync()
     before = file_content(path)
     change(vendor)
-    write_postings, merged = lexical._write_postings, lexical._merged
+    write_postings, merged = codec.write_postings, codec._merged
 
     def killed_after(db, changes):
         write_postings(db, changes)
@@ -376,9 +377,9 @@ def test_a_sync_killed_after_writing_postings_leaves_the_file_as_it_was(tmp_path
         return merged(held, changed, new)
 
     if where == "after the postings":
-        monkeypatch.setattr(lexical, "_write_postings", killed_after)
+        monkeypatch.setattr(index_module, "write_postings", killed_after)
     else:
-        monkeypatch.setattr(lexical, "_merged", killed_at_lengths)
+        monkeypatch.setattr(codec, "_merged", killed_at_lengths)
     with pytest.raises(KeyboardInterrupt, match="killed"):
         LexicalIndex(path, vendor, vendor.versions).sync()
     assert file_content(path) == before

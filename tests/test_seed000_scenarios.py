@@ -12,7 +12,7 @@ import pytest
 
 from core.config import Settings
 from core.hashing import criterion_hash
-from core.retrieval.similarity import question_similarity
+from core.retrieval.tiers import question_similarity
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker

@@ -10,20 +10,18 @@ from core.hashing import criterion_hash, format_embedding_content
 from core.models import FOLLOWUP_SOURCE_TYPE, Candidate, FollowupHit, RerankerStatus
 from core.retrieval.stages import (
     RetrievalEnv,
-    assign_tiers,
     boost_followup_documents,
-    extract_by_hash,
-    keep_latest_rounds,
-    merge_tiers,
     rerank,
     select_top,
     top_by_first_stage,
 )
+from core.retrieval.tiers import assign_tiers, extract_by_hash, keep_latest_rounds, merge_tiers
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeReranker
 
 H = criterion_hash(AES_CRITERION)
 OTHER_CRITERION = "Does the vendor encrypt data in transit using TLS 1.2 or higher?"
+TIERS = Settings(fuzzy_match_threshold=0.7)
 
 
 def followup_candidate(cid: str, round_number: int, cq_hash: str | None, *,
@@ -133,32 +131,32 @@ def test_round_cap_is_configurable():
 # Seed 003: tiers --------------------------------------------------------------------------
 
 def test_hash_match_with_similar_question_is_high():
-    [tiered] = assign_tiers([hit("a", 2, similarity=0.93)], [], AES_CRITERION, 0.7)
+    [tiered] = assign_tiers([hit("a", 2, similarity=0.93)], [], AES_CRITERION, TIERS)
     assert tiered.tier == "high"
     assert tiered.tier_reason == (
         "hash match; question lightly edited, similarity 0.93 >= 0.70: high")
 
 
 def test_unchanged_question_is_high():
-    [tiered] = assign_tiers([hit("a", 2, similarity=1.0)], [], AES_CRITERION, 0.7)
+    [tiered] = assign_tiers([hit("a", 2, similarity=1.0)], [], AES_CRITERION, TIERS)
     assert tiered.tier == "high"
     assert tiered.tier_reason == "hash match; question unchanged, similarity 1.00 >= 0.70: high"
 
 
 def test_similarity_exactly_at_threshold_is_high():
-    [tiered] = assign_tiers([hit("a", 2, similarity=0.7)], [], AES_CRITERION, 0.7)
+    [tiered] = assign_tiers([hit("a", 2, similarity=0.7)], [], AES_CRITERION, TIERS)
     assert tiered.tier == "high"
 
 
 def test_hash_match_with_reworded_question_is_medium():
-    [tiered] = assign_tiers([hit("a", 2, similarity=0.42)], [], AES_CRITERION, 0.7)
+    [tiered] = assign_tiers([hit("a", 2, similarity=0.42)], [], AES_CRITERION, TIERS)
     assert tiered.tier == "medium"
     assert tiered.tier_reason == "hash match; question reworded, similarity 0.42 < 0.70: medium"
 
 
 def test_semantic_only_is_low():
     semantic = hit("b", 1, hash_match=False, found_by=("semantic",), criterion=OTHER_CRITERION)
-    [tiered] = assign_tiers([], [semantic], AES_CRITERION, 0.7)
+    [tiered] = assign_tiers([], [semantic], AES_CRITERION, TIERS)
     assert tiered.tier == "low"
     assert tiered.tier_reason.startswith("no hash match")
     assert tiered.tier_reason.endswith(": low")
@@ -166,7 +164,7 @@ def test_semantic_only_is_low():
 
 def test_ad_hoc_semantic_hit_is_low_and_says_ad_hoc():
     adhoc = hit("c", 1, hash_match=False, found_by=("semantic",), criterion=None)
-    [tiered] = assign_tiers([], [adhoc], AES_CRITERION, 0.7)
+    [tiered] = assign_tiers([], [adhoc], AES_CRITERION, TIERS)
     assert tiered.tier == "low"
     assert "ad-hoc" in tiered.tier_reason
 
@@ -175,7 +173,7 @@ def test_hit_found_by_both_paths_appears_once_in_its_hash_tier():
     by_hash = hit("same", 2, similarity=0.95, found_by=("hash",))
     by_semantic = hit("same", 2, similarity=0.95, found_by=("semantic",))
     other = hit("other", 1, hash_match=False, found_by=("semantic",), criterion=OTHER_CRITERION)
-    tiered = assign_tiers([by_hash], [by_semantic, other], AES_CRITERION, 0.7)
+    tiered = assign_tiers([by_hash], [by_semantic, other], AES_CRITERION, TIERS)
     assert [h.id for h in tiered] == ["same", "other"]
     assert tiered[0].tier == "high"
     assert tiered[0].found_by == ["hash", "semantic"]
@@ -184,7 +182,7 @@ def test_hit_found_by_both_paths_appears_once_in_its_hash_tier():
 
 def test_assign_tiers_does_not_mutate_input():
     original = hit("a", 2, similarity=0.42)
-    assign_tiers([original], [], AES_CRITERION, 0.7)
+    assign_tiers([original], [], AES_CRITERION, TIERS)
     assert original.tier is None
     assert original.tier_reason == ""
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from core.hashing import canonical_criterion_hash, criterion_hash, fold_typography
 from core.models import FollowupHit, RetrievalTrace
-from core.retrieval.similarity import question_similarity, typographic_differences
+from core.retrieval.tiers import question_similarity, typographic_differences
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.support.payloads import response, round_payload

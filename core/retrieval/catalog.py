@@ -13,7 +13,8 @@ from core.hashing import criterion_hash
 from core.models import FollowupHit, by_round
 from core.reports import VendorStatus
 from core.retrieval.source import Query
-from core.retrieval.stages import assign_tiers, candidate_from_chunk, followup_hit
+from core.retrieval.stages import candidate_from_chunk
+from core.retrieval.tiers import assign_tiers, followup_hit
 from core.store import (
     EvidenceStore,
     VendorEvidence,
@@ -84,7 +85,7 @@ class Catalog:
         records = VendorEvidence(vendor, lambda meta: True)
         chunks = records.by_metadata(Where.eq(criterion_canonical_hash=query.canonical_hash))
         hits = [followup_hit(candidate_from_chunk(chunk), query, ["hash"]) for chunk in chunks]
-        return by_round(assign_tiers(hits, [], criterion, self.settings.fuzzy_match_threshold))
+        return by_round(assign_tiers(hits, [], criterion, self.settings))
 
 
 def vendor_status(vendor: VendorStore) -> VendorStatus:

@@ -1,50 +1,13 @@
 """`evidence check`: whether a vendor's lexical index agrees with its store, and what an
 interrupted write left in the store; by default both are mended where that is safe.
 
-The lexical index (core/retrieval/lexical.py) is derived from the store. At the store's
-committed state it must hold every chunk of every document version the manifest names, with
-the stored text and metadata, and nothing of a version the manifest does not name, except a
-replaced version whose chunks have not left the store yet (it may linger until they do, and
-no query returns it); every stored follow-up response, with its stored text and the
-fingerprint its link gives; no answer a replaced round withdrew and no response the store no
-longer holds; and its rows table and its full-text table must hold the same rows.
-
-Each difference is one of two kinds:
-
-- `behind`: the index's own records (the versions and follow-up fingerprints it noted) say it
-  does not hold that yet, or holds the old state, so the next sync (every hybrid search
-  runs one) mends it by itself. A process killed while syncing leaves this at most: the sync
-  is one SQLite transaction, and an interrupted one is rolled back.
-- `drift`: the rows disagree with what the index records (rows lost or altered under a
-  record that claims them, rows of a version it never recorded, full-text rows without their
-  row), or the index says it settled at the store's current generation, so no search will
-  look again. A sync trusts the records and never mends the first kind; a rebuild does.
-
-The store is checked for what it shows cheaply, from the one read of the vendor's records
-and manifest the index comparison needs anyway: chunks of document versions the manifest does
-not name (`incomplete_chunks` in `evidence status`), the markers and tombstones of a replaced
-round whose last steps did not run, links naming no stored response (a round killed between
-its link write and its responses' write), links whose response is not the one they
-fingerprint, and responses without a link.
-
-Repair (the default; `--dry-run` only reports) runs under the store's write lock
-(`EvidenceStore.write_lock`), held by every ingest from its first read of the manifest to its
-last delete, so no ingest is half-way while it runs:
-
-- chunks of versions the manifest does not name are deleted: no ingest is running, so they
-  are an abandoned version's (the ingest that wrote them was killed before its commit) or a
-  replaced one's (killed before its delete, the writer's step 3). No reader counts either;
-  the same ingest run again writes the abandoned version again, whole;
-- the markers of withdrawn answers are deleted, then each tombstone whose answer's record is
-  gone or a marker: the replacement's own steps 3 and 4, which change nothing a reader shows;
-- the lexical index is synced, then, if anything still differs, rebuilt in one transaction,
-  then settled at the store's generation.
-
-What only the round's own files can complete is reported, not touched: links naming no
-response or another version of it, a tombstone over a response that is still visible (a
-replacement killed before its commit), a response without a link. Each names the round and
-the command that completes it (`evidence ingest questionnaire` with the round's files
-again); until then the check exits 1."""
+The index is derived from the store, so every difference is either `behind` (the index's own
+records of versions and fingerprints show it, and the next sync mends it) or `drift` (the rows
+disagree with those records, or the index settled at the store's current generation, so no
+search looks again; only a rebuild mends it). The store is checked for what the same one read
+of its records and manifest shows. Repairs run under the store's write lock, so no ingest is
+half-way; what only a round's own files can complete is reported, not touched. What the index
+must hold, and each repair in turn: docs/reliability.md, section 2."""
 
 from __future__ import annotations
 
@@ -54,11 +17,12 @@ from pydantic import BaseModel, Field
 
 from core.config import Settings
 from core.errors import StoreError
-from core.retrieval.lexical import LexicalIndex, index_path
-from core.retrieval.lexical_audit import (
+from core.retrieval.lexical import (
     DIFFERENCES,
     LexicalFindings,
+    LexicalIndex,
     compare_index,
+    index_path,
     read_index,
 )
 from core.retrieval.run import StrategyRunner

@@ -18,17 +18,14 @@ from dataclasses import dataclass, field
 
 from core.models import Candidate, DroppedFollowup, FollowupHit, RerankerStatus
 from core.retrieval.source import Query
-from core.retrieval.stages import (
-    RetrievalEnv,
-    Timings,
+from core.retrieval.stages import RetrievalEnv, Timings, first_stage, rerank
+from core.retrieval.tiers import (
     assign_tiers,
     context_order,
     fetch_vouched_followups,
-    first_stage,
     followup_hit,
     keep_latest_rounds,
     merge_tiers,
-    rerank,
 )
 
 QA_STAGES = ("hash_fetch", "first_stage", "followups", "dedupe", "cap", "rerank", "split")
@@ -79,11 +76,9 @@ def run(env: RetrievalEnv, query: Query, timings: Timings | None = None) -> QARe
             return followup_hit(candidate, query, found_by,
                                 typo_corrections=env.typo_corrections.get(candidate.id))
 
-        hash_hits = assign_tiers([hit_for(c, "hash") for c in linked], [], query.text,
-                                 s.fuzzy_match_threshold)
+        hash_hits = assign_tiers([hit_for(c, "hash") for c in linked], [], query.text, s)
         latest, capped_rounds = keep_latest_rounds(hash_hits, s.max_followup_rounds)
-        typo_hits = assign_tiers([], [hit_for(c, "near_copy") for c in near], query.text,
-                                 s.fuzzy_match_threshold)
+        typo_hits = assign_tiers([], [hit_for(c, "near_copy") for c in near], query.text, s)
         kept, crowded = merge_tiers(latest + typo_hits, s.max_followup_rounds)
         # As in `precedence`: a hash-linked answer never competes as a chunk, kept or not.
         withheld = {h.id for h in kept} | {c.id for c in linked}

@@ -64,6 +64,17 @@ class StrategyRunner:
             self.responses.warm(vendor.vendor_id, records, fingerprints)
         return self.responses.fetch(vendor.vendor_id, records, ids, fingerprints)
 
+    def env(self, vendor: VendorStore, generation: str | None, evidence: VendorEvidence,
+            search: CandidateSource, reranker: Reranker | None,
+            reranker_status: RerankerStatus) -> RetrievalEnv:
+        """What a strategy is given for the vendor at the committed versions `evidence` reads
+        (read at this manifest generation): its first stage, records, reranker, and links."""
+        return RetrievalEnv(
+            settings=self.settings, vendor_id=vendor.vendor_id, search=search,
+            records=evidence, reranker=reranker, reranker_status=reranker_status,
+            read_links=lambda: self.read_links(vendor, generation),
+            read_linked=lambda ids: self.read_linked(vendor, generation, evidence, ids))
+
     def store_state(self, vendor_id: str | None, embedding_model: str) -> str | None:
         """A value that changes whenever what readers see of the vendor (of every vendor,
         without one) changes, for caching views of it; None while a round is between its
@@ -162,12 +173,7 @@ class StrategyRunner:
                     generation, versions = self.committed_state(vendor)
             evidence = self.evidence(vendor, versions)
             search = self.search(strategy, vendor, versions, evidence, timings, generation)
-            env = RetrievalEnv(
-                settings=self.settings, vendor_id=vendor.vendor_id, search=search,
-                records=evidence, reranker=reranker, reranker_status=reranker_status,
-                read_links=lambda g=generation: self.read_links(vendor, g),
-                read_linked=lambda ids, g=generation, ev=evidence: self.read_linked(
-                    vendor, g, ev, ids))
+            env = self.env(vendor, generation, evidence, search, reranker, reranker_status)
             try:
                 result = strategy.run(env, query, timings)
             finally:

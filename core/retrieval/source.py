@@ -1,7 +1,7 @@
 """The retrieval interface: what stages ask of storage, in the project's own types.
 
 Stages never see a ChromaDB result dictionary. They ask a `CandidateSource` for the nearest
-candidates to a query (the vector search, the lexical index in `lexical.py`, or their
+candidates to a query (the vector search, the lexical index in `lexical/`, or their
 fusion in `fusion.py`, without a strategy changing) and a `RecordReader` for records by
 metadata or by id. `core.store.VendorEvidence` is both, over one vendor's chunks."""
 

@@ -40,7 +40,7 @@ from core.hashing import criterion_hash
 from core.models import Candidate
 from core.retrieval import qa
 from core.retrieval.source import CandidateSource, Query
-from core.retrieval.stages import RetrievalEnv, Timings
+from core.retrieval.stages import Timings
 from core.services import Services
 from core.store import VendorEvidence
 from core.trace.context import quoted
@@ -269,12 +269,8 @@ class AskPipeline:
         anchored = (AnchoredSearch(first_stage, anchors, anchor_boost(self.settings) * scale,
                                    weights, by_place=scaled)
                     if anchors else None)
-        env = RetrievalEnv(settings=self.settings, vendor_id=vendor.vendor_id,
-                           search=anchored or first_stage, records=evidence, reranker=reranker,
-                           reranker_status=status,
-                           read_links=lambda: runner.read_links(vendor, generation),
-                           read_linked=lambda ids: runner.read_linked(vendor, generation,
-                                                                      evidence, ids))
+        env = runner.env(vendor, generation, evidence, anchored or first_stage, reranker,
+                         status)
         with timings.stage("embed_query"):
             # The linked answers are the question's own (its hashes, the canonical one
             # computed from it); the search is the query's.

@@ -6,17 +6,19 @@ from __future__ import annotations
 from core.retrieval.stages import (
     RetrievalEnv,
     Timings,
-    assign_tiers,
-    context_order,
-    extract_by_hash,
     first_stage,
-    followup_hit,
-    keep_latest_rounds,
     rerank,
     select_top,
     top_by_first_stage,
 )
 from core.retrieval.strategies.base import Query, Strategy, StrategyResult
+from core.retrieval.tiers import (
+    assign_tiers,
+    context_order,
+    extract_by_hash,
+    followup_hit,
+    keep_latest_rounds,
+)
 
 
 def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
@@ -28,7 +30,7 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
                                             query.questionnaire_ids)
         extracted = [followup_hit(c, query, ["first_stage", "hash"]) for c in matched]
         # Tiers are informational here: seed 000 logs question similarity, keeps by round.
-        extracted = assign_tiers(extracted, [], query.text, s.fuzzy_match_threshold)
+        extracted = assign_tiers(extracted, [], query.text, s)
         kept, dropped = keep_latest_rounds(extracted, s.max_followup_rounds)
         to_rerank = top_by_first_stage(remaining, s.top_to_rerank_n)
     with timings.stage("rerank"):

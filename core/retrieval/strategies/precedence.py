@@ -6,21 +6,23 @@ from __future__ import annotations
 from core.retrieval.stages import (
     RetrievalEnv,
     Timings,
-    assign_tiers,
     boost_followup_documents,
     boost_outcome,
-    competing_followup,
-    context_order,
-    fetch_vouched_followups,
     first_stage,
-    followup_hit,
-    keep_latest_rounds,
-    merge_tiers,
     rerank,
     select_top,
     top_by_first_stage,
 )
 from core.retrieval.strategies.base import Query, Strategy, StrategyResult
+from core.retrieval.tiers import (
+    assign_tiers,
+    competing_followup,
+    context_order,
+    fetch_vouched_followups,
+    followup_hit,
+    keep_latest_rounds,
+    merge_tiers,
+)
 
 
 def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
@@ -40,15 +42,13 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
             return followup_hit(seen or candidate, query, found_by,
                                 typo_corrections=env.typo_corrections.get(candidate.id))
 
-        hash_hits = assign_tiers([hit_for(c, ["hash"]) for c in linked], [], query.text,
-                                 s.fuzzy_match_threshold)
+        hash_hits = assign_tiers([hit_for(c, ["hash"]) for c in linked], [], query.text, s)
         # Seeds 000 and 003: the latest MAX_FOLLOWUP_ROUNDS linked responses, then tiers.
         latest, capped = keep_latest_rounds(hash_hits, s.max_followup_rounds)
         # Scoped precedence: besides the hash, only this criterion's text with a typo
         # vouches for a follow-up, as the low tier. Ad-hoc answers and
         # answers to other criteria compete as ordinary evidence.
-        fallback = assign_tiers([], [hit_for(c, ["near_copy"]) for c in near], query.text,
-                                s.fuzzy_match_threshold)
+        fallback = assign_tiers([], [hit_for(c, ["near_copy"]) for c in near], query.text, s)
         vouched = {c.id for c in linked} | {c.id for c in near}
         competing = [
             competing_followup(hit_for(by_id[i], []), query.text)

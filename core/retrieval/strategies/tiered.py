@@ -5,16 +5,13 @@ from __future__ import annotations
 from core.retrieval.stages import (
     RetrievalEnv,
     Timings,
-    assign_tiers,
-    context_order,
     first_stage,
-    followup_hit,
-    merge_tiers,
     rerank,
     select_top,
     split_followups,
 )
 from core.retrieval.strategies.base import Query, Strategy, StrategyResult
+from core.retrieval.tiers import assign_tiers, context_order, followup_hit, merge_tiers
 from core.store import Where
 
 
@@ -39,7 +36,7 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
     with timings.stage("tiers"):
         semantic_followups, documents = split_followups(hits)
         semantic_hits = [followup_hit(c, query, ["semantic"]) for c in semantic_followups]
-        tiered = assign_tiers(hash_hits, semantic_hits, query.text, s.fuzzy_match_threshold)
+        tiered = assign_tiers(hash_hits, semantic_hits, query.text, s)
         kept, dropped = merge_tiers(tiered, s.max_followup_rounds)
     with timings.stage("rerank"):
         ranked = rerank(env, query.text, documents)

@@ -1,7 +1,6 @@
 """Whether a vendor's lexical index agrees with its committed store: every difference counted
 once and classed as `behind` (the next sync mends it by itself) or `drift` (only a rebuild
-does). See `core.retrieval.check` for what the index must hold; the index's own layout is
-`core.retrieval.lexical`'s, read here in one transaction."""
+does). The index file is read in one transaction, in the layout `schema` gives it."""
 
 from __future__ import annotations
 
@@ -14,15 +13,10 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from core.errors import StoreError
-from core.retrieval.lexical import (
-    _TABLES,
-    BUSY_TIMEOUT_S,
-    SCHEMA_VERSION,
-    _instances,
-    _read_blocks,
-    _version_key,
-)
+from core.retrieval.lexical.postings import instances, read_blocks
+from core.retrieval.lexical.schema import BUSY_TIMEOUT_S, SCHEMA_VERSION, TABLES
 from core.store.audit import StoreRead
+from core.store.records import version_key as _version_key
 
 # The lexical counts that are differences (lingering rows are allowed).
 DIFFERENCES = ("missing", "extra", "stale", "withdrawn", "fts_mismatch", "records")
@@ -54,7 +48,6 @@ class LexicalFindings(BaseModel):
     @property
     def differences(self) -> int:
         return sum(getattr(self, name) for name in DIFFERENCES)
-
 
 
 @dataclass
@@ -108,7 +101,7 @@ def read_index(path: Any) -> IndexRead | None:
 def _read_index(db: sqlite3.Connection) -> IndexRead:
     tables = {name for (name,) in db.execute(
         "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-    if not set(_TABLES) <= tables:
+    if not set(TABLES) <= tables:
         return IndexRead(schema_ok=False)
     meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
     if meta.get("schema_version") != str(SCHEMA_VERSION):
@@ -147,9 +140,9 @@ def _postings_disagreeing(db: sqlite3.Connection, texts: list[int]) -> set[int]:
     what queries rank by, and must be the full-text index's to the token."""
     db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.audit_instances "
                "USING fts5vocab(main, chunk_text, instance)")
-    truth = _instances(db, "temp.audit_instances")
-    stored = _read_blocks(db.execute("SELECT term, block, rowids, tfs, positions FROM postings "
-                                     "ORDER BY term, block"), positions=True)
+    truth = instances(db, "temp.audit_instances")
+    stored = read_blocks(db.execute("SELECT term, block, rowids, tfs, positions FROM postings "
+                                    "ORDER BY term, block"), positions=True)
     off: set[int] = set()
     for term in truth.keys() | stored.keys():
         expected, held = truth.get(term), stored.get(term)
@@ -168,8 +161,8 @@ def _postings_disagreeing(db: sqlite3.Connection, texts: list[int]) -> set[int]:
     every = [found.rowids for found in truth.values()]
     rowids = np.concatenate(every) if every else np.zeros(0, dtype=np.int64)
     tfs = np.concatenate([found.tfs for found in truth.values()]) if every else rowids
-    held = _read_blocks(db.execute("SELECT 'lengths', block, rowids, lengths FROM lengths "
-                                   "ORDER BY block"), positions=False).get("lengths")
+    held = read_blocks(db.execute("SELECT 'lengths', block, rowids, lengths FROM lengths "
+                                  "ORDER BY block"), positions=False).get("lengths")
     held_rowids = held.rowids if held is not None else np.zeros(0, dtype=np.int64)
     size = 1 + max([0] + [int(a.max()) for a in (in_text, rowids, held_rowids) if len(a)])
     expected = np.full(size, -1, dtype=np.int64)
@@ -316,5 +309,3 @@ def compare_index(path: Any, index: IndexRead | None, read: StoreRead,
         found.behind += behind
         found.drift += drift
     return found
-
-

@@ -1,0 +1,402 @@
+"""Precedence: which follow-ups answer a criterion and in which order they stand.
+
+Linking (a follow-up carries the criterion's hash, its canonical hash, or a questionnaire id
+the criterion is mapped to; or its linked criterion text is this one with a typo), tiering
+(seed 003's high / medium / low, the latest rounds kept, the merge under the round cap), the
+reason each tier gives in words, and the text measures those reasons use."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from core.config import Settings
+from core.hashing import TYPOGRAPHY, fold_typography, normalize_text
+from core.models import Candidate, DroppedFollowup, FollowupHit, by_round
+from core.retrieval.source import Query
+from core.retrieval.stages import RetrievalEnv, candidate_from_chunk
+from core.store import followup_canonical_hash
+
+TIER_ORDER = {"high": 0, "medium": 1, "low": 2}
+# Text comparisons kept per process: the strategies shown side by side ask the same pairs.
+SIMILARITY_CACHE = 8192
+_WORD = re.compile(r"[a-z0-9]+")
+_NFD_LABEL = "Unicode NFD form"
+
+
+# Linking ---------------------------------------------------------------------------------
+
+def is_linked(metadata: dict[str, Any], criterion_hash: str,
+              canonical_hash: str | None = None,
+              questionnaire_ids: Sequence[str] = ()) -> bool:
+    """Whether a stored follow-up answers a criterion: it carries the criterion hash or,
+    given the canonical hash, its criterion differs from this one only in typography (the
+    same criterion hash always means the same canonical hash), or it answers one of the
+    questionnaire ids the criterion is mapped to."""
+    if metadata.get("criterion_question_hash") == criterion_hash:
+        return True
+    if questionnaire_ids and metadata.get("questionnaire_id") in questionnaire_ids:
+        return True
+    return canonical_hash is not None and followup_canonical_hash(metadata) == canonical_hash
+
+
+def linked_by_id(metadata: dict[str, Any], criterion_hash: str, canonical_hash: str | None,
+                 questionnaire_ids: Sequence[str]) -> str | None:
+    """The questionnaire id a follow-up is linked by, when that (and not its criterion) is
+    what links it."""
+    qid = metadata.get("questionnaire_id")
+    if not qid or qid not in questionnaire_ids:
+        return None
+    return None if is_linked(metadata, criterion_hash, canonical_hash) else str(qid)
+
+
+def extract_by_hash(candidates: Sequence[Candidate], criterion_hash: str,
+                    canonical_hash: str | None = None, questionnaire_ids: Sequence[str] = ()
+                    ) -> tuple[list[Candidate], list[Candidate]]:
+    """Seed 000: (follow-ups carrying the criterion hash, all the rest). Given the canonical
+    hash, a follow-up whose criterion differs only in typography is extracted too, and one
+    answering a questionnaire id the criterion is mapped to."""
+    matched = [c for c in candidates
+               if c.is_followup and is_linked(c.metadata, criterion_hash, canonical_hash,
+                                              questionnaire_ids)]
+    matched_ids = {c.id for c in matched}
+    return matched, [c for c in candidates if c.id not in matched_ids]
+
+
+def fetch_vouched_followups(env: RetrievalEnv, query: Query
+                            ) -> tuple[list[Candidate], list[Candidate]]:
+    """(follow-ups linked to the criterion by hash, follow-ups linked to this criterion's
+    text with a typo or other punctuation), found through each stored response's link (a
+    metadata lookup, so no search window can miss one) and read in one call, scored against
+    the query in Python so the trace can show their similarity.
+
+    A follow-up whose criterion differs from this one only in typography (curly quotes, a
+    zero-width space, another Unicode form) shares its canonical hash: it is linked by hash,
+    not a near copy."""
+    s = env.settings
+    typos: dict[str, tuple[tuple[str, str], ...] | None] = {}
+    linked_ids, near_ids = [], []
+    for record_id, link in env.links().items():
+        if (link.criterion_hash == query.criterion_hash
+                or link.canonical_hash == query.canonical_hash
+                or (link.questionnaire_id and link.questionnaire_id in query.questionnaire_ids)):
+            linked_ids.append(record_id)
+            continue
+        text = link.criterion_text
+        if not text:
+            continue
+        if text not in typos:
+            # The same words (an empty list of corrections) differ only in punctuation here:
+            # texts whose words differ only in typography were linked by hash above.
+            typos[text] = _typos(query.linked_text, text, s.typo_word_similarity,
+                                 s.typo_max_words)
+        if typos[text] is not None:
+            near_ids.append(record_id)
+            env.typo_corrections[record_id] = list(typos[text])
+    if not linked_ids and not near_ids:
+        return [], []
+    chunks = env.linked_records(linked_ids + near_ids)
+    if not chunks:
+        return [], []
+    vectors = np.asarray([c.embedding for c in chunks], dtype=np.float32)
+    scores = vectors @ np.asarray(query.embedding, dtype=np.float32)
+    linked: list[Candidate] = []
+    near: list[Candidate] = []
+    wanted = set(linked_ids)
+    for chunk, score in zip(chunks, scores, strict=True):
+        candidate = candidate_from_chunk(chunk, score=float(score))
+        (linked if chunk.id in wanted else near).append(candidate)
+    return linked, near
+
+
+def followup_hit(candidate: Candidate, query: Query, found_by: Sequence[str], *,
+                 typo_corrections: list[tuple[str, str]] | None = None) -> FollowupHit:
+    """A follow-up as the query sees it: whether it is linked to the query's criterion (by
+    the canonical hash, so a typographic variant of the criterion links as the criterion
+    does), how, and how similar its question is to the query's text."""
+    meta = candidate.metadata
+    linked_text = meta.get("original_criterion_question_text") or None
+    hash_match = is_linked(meta, query.criterion_hash, query.canonical_hash,
+                           query.questionnaire_ids)
+    variants = (typographic_differences(query.linked_text, str(linked_text))
+                if hash_match and linked_text
+                and meta.get("criterion_question_hash") != query.criterion_hash else [])
+    return FollowupHit(
+        id=candidate.id,
+        round_number=int(meta["round_number"]),
+        timestamp=str(meta.get("timestamp", "")),
+        source=candidate.source,
+        content=candidate.text,
+        questionnaire_id=meta.get("questionnaire_id"),
+        criterion_question_text=linked_text,
+        criterion_question_hash=meta.get("criterion_question_hash"),
+        question_text=str(meta["question_text"]),
+        answer_text=str(meta["answer_text"]),
+        hash_match=hash_match,
+        linked_by_id=linked_by_id(meta, query.criterion_hash, query.canonical_hash,
+                                  query.questionnaire_ids) is not None,
+        typographic_variants=variants,
+        found_by=list(found_by),
+        typo_corrections=typo_corrections,
+        question_similarity=_question_similarity(query.text, str(meta["question_text"])),
+        first_stage_score=candidate.first_stage_score,
+        first_stage_rank=candidate.first_stage_rank,
+    )
+
+
+# Tiers -----------------------------------------------------------------------------------
+
+def assign_tiers(hash_hits: Sequence[FollowupHit], semantic_hits: Sequence[FollowupHit],
+                 criterion: str, settings: Settings) -> list[FollowupHit]:
+    """Seed 003's tiers, each with its reason in words; a hit found twice appears once.
+
+    A follow-up that carries the criterion hash is tiered by the hash rule even when only
+    the semantic path found it (a path-1 limit can leave it out): seed 003's tier table
+    reserves "low" for follow-ups with no hash match. A follow-up linked through the
+    canonical hash (its criterion differs only in typography) is a hash match; its reason
+    names the typography."""
+    threshold = settings.fuzzy_match_threshold
+    tiered: dict[str, FollowupHit] = {}
+    linked_by_search = [h for h in semantic_hits if h.hash_match and
+                        h.id not in {x.id for x in hash_hits}]
+    for hit in [*hash_hits, *linked_by_search]:
+        if hit.linked_by_id:
+            tiered[hit.id] = hit.model_copy(update={
+                "tier": "high", "typo_corrections": None,
+                "tier_reason": f"linked by questionnaire id {hit.questionnaire_id}: high"})
+            continue
+        similar = hit.question_similarity >= threshold
+        tier = "high" if similar else "medium"
+        if hit.question_similarity >= 0.999:
+            wording = "question unchanged"
+        elif similar:
+            wording = "question lightly edited"
+        else:
+            wording = "question reworded"
+        sign = ">=" if similar else "<"
+        how = (f"hash match after typography ({', '.join(hit.typographic_variants)})"
+               if hit.typographic_variants else "hash match")
+        tiered[hit.id] = hit.model_copy(update={
+            "tier": tier,
+            "tier_reason": f"{how}; {wording}, similarity {hit.question_similarity:.2f} "
+                           f"{sign} {threshold:.2f}: {tier}",
+            "typo_corrections": None,
+        })
+    for hit in semantic_hits:
+        if hit.id in tiered:
+            found_by = sorted(set(tiered[hit.id].found_by) | set(hit.found_by))
+            tiered[hit.id] = tiered[hit.id].model_copy(update={"found_by": found_by})
+            continue
+        tiered[hit.id] = hit.model_copy(update={
+            "tier": "low", "tier_reason": _low_tier_reason(hit, criterion, settings),
+            # Spent once the reason is written: a tiered hit equals its stored form.
+            "typo_corrections": None,
+        })
+    return list(tiered.values())
+
+
+def keep_latest_rounds(hits: Sequence[FollowupHit], limit: int
+                       ) -> tuple[list[FollowupHit], list[DroppedFollowup]]:
+    """Seed 000: keep the `limit` latest responses by round number."""
+    ordered = by_round(hits, newest_first=True)
+    kept, rest = ordered[:limit], ordered[limit:]
+    kept_rounds = ", ".join(str(h.round_number) for h in kept)
+    dropped = [
+        DroppedFollowup(
+            followup=hit,
+            reason=f"round {hit.round_number} is older than the {limit} latest kept "
+                   f"(rounds {kept_rounds}); cap MAX_FOLLOWUP_ROUNDS={limit}",
+        )
+        for hit in rest
+    ]
+    return kept, dropped
+
+
+def merge_tiers(hits: Sequence[FollowupHit], limit: int
+                ) -> tuple[list[FollowupHit], list[DroppedFollowup]]:
+    """Seed 003's merge: high > medium > low, newest first within a tier, at most `limit`."""
+    ordered = sorted(by_round(hits, newest_first=True), key=_tier_rank)
+    kept, rest = ordered[:limit], ordered[limit:]
+    summary = ", ".join(f"round {h.round_number} ({h.tier})" for h in kept)
+    best_kept = min((_tier_rank(h) for h in kept), default=None)
+    dropped = [
+        DroppedFollowup(
+            followup=hit,
+            reason=f"{hit.tier} tier, round {hit.round_number}: the cap of {limit} "
+                   f"(MAX_FOLLOWUP_ROUNDS) is filled by {summary}",
+            fate="crowded_out" if best_kept is not None and best_kept < _tier_rank(hit)
+            else "round_cap",
+        )
+        for hit in rest
+    ]
+    return kept, dropped
+
+
+def _tier_rank(hit: FollowupHit) -> int:
+    return TIER_ORDER[hit.tier or "low"]
+
+
+def competing_followup(hit: FollowupHit, criterion: str) -> FollowupHit:
+    """A follow-up the semantic path saw but precedence does not vouch for, and why."""
+    if not hit.criterion_question_text:
+        why = "ad-hoc question (no criterion)"
+    else:
+        similarity = criterion_text_similarity(hit, criterion)
+        why = (f"linked to a different criterion (similarity {similarity:.2f}, "
+               "not a typo of this one)")
+    return hit.model_copy(update={
+        "tier": None,
+        "tier_reason": f"no hash match, {why}; competes as ordinary evidence",
+    })
+
+
+def context_order(hits: Sequence[FollowupHit]) -> list[FollowupHit]:
+    """The order follow-ups take in the XML context: ascending round (seed 000)."""
+    return by_round(hits)
+
+
+# Reasons ---------------------------------------------------------------------------------
+
+def _low_tier_reason(hit: FollowupHit, criterion: str, settings: Settings) -> str:
+    if "near_copy" in hit.found_by:
+        how = "found by its linked criterion text"
+    else:
+        where = f" at first-stage rank {hit.first_stage_rank}" if hit.first_stage_rank else ""
+        how = f"found by semantic search{where}"
+    if not hit.criterion_question_text:
+        return f"no hash match (ad-hoc question, no criterion); {how}: low"
+    corrections = (hit.typo_corrections if hit.typo_corrections is not None
+                   else typo_corrections(criterion, hit.criterion_question_text,
+                                         word_similarity=settings.typo_word_similarity,
+                                         max_words=settings.typo_max_words))
+    similarity = criterion_text_similarity(hit, criterion)
+    if corrections:
+        fixed = ", ".join(f"{typo} -> {word}" for typo, word in corrections)
+        what = f"its criterion text differs only by a typo ({fixed})"
+    elif corrections is not None:
+        what = "its criterion text differs only in punctuation"
+    elif similarity >= 0.9:
+        what = f"its criterion text was edited (similarity {similarity:.2f})"
+    else:
+        what = f"it answers a different criterion (similarity {similarity:.2f})"
+    return f"no hash match, {what}; {how}: low"
+
+
+def criterion_text_similarity(hit: FollowupHit, criterion: str) -> float:
+    """How close the criterion a follow-up was linked to is to this one (0 for ad-hoc)."""
+    if not hit.criterion_question_text:
+        return 0.0
+    return criterion_similarity(criterion, hit.criterion_question_text)
+
+
+# Text measures ---------------------------------------------------------------------------
+
+@lru_cache(maxsize=SIMILARITY_CACHE)
+def _question_similarity(criterion: str, question: str) -> float:
+    return round(question_similarity(criterion, question), 4)
+
+
+@lru_cache(maxsize=SIMILARITY_CACHE)
+def _typos(criterion: str, linked: str, word_similarity: float, max_words: int
+           ) -> tuple[tuple[str, str], ...] | None:
+    """How a linked criterion text is this criterion with typos (the typo, word pairs; none
+    for other punctuation alone), or None when it is not."""
+    found = typo_corrections(criterion, linked, word_similarity=word_similarity,
+                             max_words=max_words)
+    return tuple(found) if found is not None else None
+
+
+def question_similarity(criterion: str, question: str) -> float:
+    """difflib ratio of the lower-cased criterion and follow-up question (seed 003), their
+    typography folded first so a pasted criterion scores as the typed one."""
+    return difflib.SequenceMatcher(None, fold_typography(criterion).lower(),
+                                   fold_typography(question).lower()).ratio()
+
+
+def criterion_similarity(criterion: str, other: str) -> float:
+    """difflib ratio of two criterion texts after normalising case and white space, their
+    typography folded first, as for the canonical hash."""
+    return difflib.SequenceMatcher(None, _folded(criterion), _folded(other)).ratio()
+
+
+def typo_corrections(criterion: str, other: str, *, word_similarity: float,
+                     max_words: int) -> list[tuple[str, str]] | None:
+    """The (other, criterion) word pairs when the two texts differ only by typos, else None.
+
+    Same words in the same order; at most `max_words` differ, each a spelling slip (same
+    first letter, similar spelling) of a word of four or more letters with no digits.
+    "authentcation" -> "authentication" qualifies; "AES-128" -> "AES-256", "6 months" ->
+    "12 months", encrypt -> decrypt or an added word do not: those change what the
+    criterion asks, however similar the characters are. Typography is folded first; an
+    empty list means the same words with other punctuation."""
+    words, others = _WORD.findall(_folded(criterion)), _WORD.findall(_folded(other))
+    if len(words) != len(others):
+        return None
+    pairs = [(o, w) for w, o in zip(words, others, strict=True) if w != o]
+    if len(pairs) > max_words:
+        return None
+    for typo, word in pairs:
+        if min(len(typo), len(word)) < 4 or any(ch.isdigit() for ch in typo + word):
+            return None
+        if typo[0] != word[0]:  # misspellings keep the first letter; encrypt/decrypt do not
+            return None
+        if difflib.SequenceMatcher(None, typo, word).ratio() < word_similarity:
+            return None
+    return pairs
+
+
+def typographic_differences(text: str, other: str) -> list[str]:
+    """How two texts that fold alike differ, by name, in the order met: "curly apostrophe ’
+    for '", "zero-width space removed", "Unicode NFD form", "ligature ﬁ for fi"... Each
+    name says which typographic character stands where the other text has a plain one (or
+    none), whichever text carries it. Empty when the texts are the same up to case and white
+    space."""
+    first, second = normalize_text(text), normalize_text(other)
+    if first == second:
+        return []
+    labels: list[str] = []
+    composed = [unicodedata.normalize("NFC", t) for t in (first, second)]
+    decomposed = [c != t for c, t in zip(composed, (first, second), strict=True)]
+    if any(decomposed) and (decomposed[0] != decomposed[1] or composed[0] == composed[1]):
+        labels.append(_NFD_LABEL)
+    a, b = composed
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        for char in a[i1:i2] + b[j1:j2]:
+            label = _variant_label(char)
+            if label and label not in labels:
+                labels.append(label)
+    if not labels and a != b:  # reached only by texts that do not fold alike
+        labels.append("other characters differ")
+    return labels
+
+
+def _variant_label(char: str) -> str | None:
+    """How a reason names one typographic character; None for a plain one."""
+    if char in TYPOGRAPHY:
+        return TYPOGRAPHY[char][1]
+    if unicodedata.combining(char):  # an accent NFC could not compose (a character between)
+        return _NFD_LABEL
+    plain = unicodedata.normalize("NFKC", char)
+    if plain == char:
+        return None
+    if "\uff01" <= char <= "\uff5e":
+        return "full-width characters"
+    if "\ufb00" <= char <= "\ufb4f":
+        return f"ligature {char} for {plain}"
+    if char == "\u2026":
+        return "ellipsis \u2026 for ..."
+    return f"compatibility character {char} for {fold_typography(plain)}"
+
+
+def _folded(text: str) -> str:
+    """The text as the canonical hash reads it (normalised, folded, normalised)."""
+    return normalize_text(fold_typography(normalize_text(text)))
