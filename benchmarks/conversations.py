@@ -29,16 +29,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from core.answers.conversation.evaluation import (  # noqa: E402
+from core.config import BENCHMARK_RESULTS_DIR, Settings  # noqa: E402
+from core.encoders.embedding import SentenceTransformerEmbedder  # noqa: E402
+from core.ingest.sample import DEFAULT_SAMPLE_DIR, ingest_sample  # noqa: E402
+from core.review.conversation.evaluation import (  # noqa: E402
     LABELLED_TURNS,
     evaluate,
     evaluate_cast,
     load_cast,
     load_labelled,
 )
-from core.config import BENCHMARK_RESULTS_DIR, Settings  # noqa: E402
-from core.encoders.embedding import SentenceTransformerEmbedder  # noqa: E402
-from core.ingest.sample import DEFAULT_SAMPLE_DIR, ingest_sample  # noqa: E402
 from core.workbench import Workbench  # noqa: E402
 
 PUBLIC = REPO / "benchmarks" / "data" / "tailscale"

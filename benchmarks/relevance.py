@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 from core.bench.corpus import VENDOR_ID, Corpus, generate_corpus  # noqa: E402
 from core.config import Settings  # noqa: E402
 from core.criteria import CriterionEntry  # noqa: E402
-from core.relevance import Choice, evaluate, read_judgments  # noqa: E402
+from core.outputs.relevance import Choice, evaluate, read_judgments  # noqa: E402
 from core.retrieval.strategies import STRATEGIES  # noqa: E402
 from core.workbench import Workbench  # noqa: E402
 

@@ -172,7 +172,7 @@ class Settings(BaseSettings):
     # than with every one spinning a thread per core.
     model_threads: int = Field(0, ge=0, le=1024)
 
-    # Ingestion. Writers into one store take turns (core/locking.py): a second one waits this
+    # Ingestion. Writers into one store take turns (core/store/locking.py): a second one waits this
     # long for the first; on a server, a writer's lease lapses if not renewed for write_lease_s.
     write_lock_wait_s: float = Field(900.0, ge=0.0, le=86400.0)
     write_lease_s: float = Field(60.0, ge=1.0, le=3600.0)

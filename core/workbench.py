@@ -1,7 +1,6 @@
-"""The library's front door: it composes the store, the models and the pipelines, and each
-public call hands its work to the module that owns it (writes to `core.ingest.writer`, reads
-for people to `core.retrieval.catalog`, a retrieval to `core.trace.build`, asking to
-`core.answers`). Nothing but the command line, the dashboard and the benchmark imports it."""
+"""The library's front door: it composes the store, the models and the pipelines, and hands
+each call to the module that owns it. Only the command line, the dashboard and the benchmark
+import it; features are given `Services` or a protocol of what they use."""
 
 from __future__ import annotations
 
@@ -12,18 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from core.answers.conversation.ask import AskPipeline
-from core.answers.conversation.models import AskTurn, ConversationSummary
-from core.answers.conversation.store import Conversations
-from core.answers.decisions import DecisionView, Reviewing
-from core.answers.verdicts import Assessor, Verdict, VerdictStatus
 from core.config import Settings
 from core.criteria import check_criterion
-from core.encoders.embedding import (
-    Embedder,
-    QueryEmbeddings,
-    SentenceTransformerEmbedder,
-)
+from core.encoders.embedding import Embedder, QueryEmbeddings, SentenceTransformerEmbedder
 from core.encoders.factory import configured_embedder
 from core.encoders.rerank import Reranker, load_reranker
 from core.ingest import LoadedRound
@@ -41,6 +31,11 @@ from core.retrieval.catalog import Catalog
 from core.retrieval.check import CheckReport, check_vendor
 from core.retrieval.run import StrategyRunner
 from core.retrieval.strategies import DEFAULT_STRATEGY
+from core.review.conversation.ask import AskPipeline
+from core.review.conversation.models import AskTurn, ConversationSummary
+from core.review.conversation.store import Conversations
+from core.review.decisions import DecisionView, Reviewing
+from core.review.verdicts import Assessor
 from core.services import Services
 from core.store import EvidenceStore
 from core.trace.build import retrieve
@@ -66,6 +61,12 @@ class Workbench:
         self.writer = EvidenceWriter(self.settings, self.store, lambda: self.embedder)
         self.catalog = Catalog(self.settings, self.store)
         self.runner = StrategyRunner(self.settings, self.store)
+        self.services = Services(settings=self.settings, store=self.store, runner=self.runner,
+                                 embedder=lambda: self.embedder, embed_query=self.embed_query,
+                                 reranker=self.reranker)
+        self.verdicts = Assessor(self.settings, self.store, self.retrieve)
+        self.reviews = Reviewing(self.store, self.retrieve, self.verdicts.status,
+                                 reviewer=self.settings.reviewer)
 
     @property
     def embedder(self) -> Embedder:
@@ -83,6 +84,12 @@ class Workbench:
                 self._reranker, self._reranker_status = load_reranker(self.settings)
             return self._reranker, self._reranker_status
 
+    def with_settings(self, settings: Settings) -> Workbench:
+        """A workbench over the same store folder and models, with other settings."""
+        reranker, status = self.reranker()
+        return Workbench(settings, embedder=self.embedder, reranker=reranker,
+                         reranker_status=status)
+
     def embed_query(self, text: str) -> np.ndarray:
         """The query embedding, cached: the same criterion is embedded once per process."""
         return self._queries.get(text)
@@ -90,9 +97,6 @@ class Workbench:
     def forget_query_embeddings(self) -> None:
         """Empty the query-embedding cache (the benchmark times every query from cold)."""
         self._queries.clear()
-
-    def count_tokens(self, text: str) -> int:
-        return self.embedder.count_tokens(text)
 
     def ingest_documents(self, vendor_id: str, paths: Iterable[Path | str], *,
                          doc_type: str = "tc_files", round_number: int | None = None,
@@ -104,15 +108,13 @@ class Workbench:
     def ingest_questionnaire(self, payload: RoundInput | Sequence[QuestionnairePayload], *,
                              replace: bool = False, progress: Progress | None = None
                              ) -> QuestionnaireIngestReport:
-        """Store a whole round, every response or none; with `replace`, the round becomes
-        exactly these responses (see `EvidenceWriter.round`)."""
+        """Store a whole round, every response or none."""
         return self.writer.round(payload, replace=replace, progress=progress)
 
     def ingest_questionnaires(self, payloads: Sequence[QuestionnairePayload], *,
                               replace: bool = False, progress: Progress | None = None
                               ) -> Iterator[QuestionnaireIngestReport]:
-        """Several rounds, each vendor checked before the first is written (see
-        `EvidenceWriter.rounds`)."""
+        """Several rounds, each vendor checked before the first is written."""
         return self.writer.rounds(payloads, replace=replace, progress=progress)
 
     def load_questionnaires(self, files: Iterable[Path | str]) -> list[QuestionnairePayload]:
@@ -142,30 +144,32 @@ class Workbench:
         """The vendor's committed documents (the manifest), sorted by source."""
         return self.catalog.documents(vendor_id)
 
-    def browse_chunks(self, vendor_id: str, *, contains: str | None = None,
-                      doc_type: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
-        """Stored chunks and follow-ups of one vendor, committed ones only."""
-        return self.catalog.browse_chunks(vendor_id, contains=contains, doc_type=doc_type,
-                                          limit=limit)
+    def browse_chunks(self, vendor_id: str, **filters: Any) -> list[dict[str, Any]]:
+        """Stored chunks and follow-ups of one vendor, committed ones (`Catalog`'s filters)."""
+        return self.catalog.browse_chunks(vendor_id, **filters)
 
     def check(self, vendor_id: str, *, repair: bool = True) -> CheckReport:
-        """`evidence check`: the lexical index and what interrupted writes left, mended under
-        the write lock with `repair` (see `core.retrieval.check`)."""
+        """The lexical index and what interrupted writes left, mended with `repair`."""
         return check_vendor(self.store, self.settings, self.runner, vendor_id, repair=repair)
 
     def linked_followups(self, vendor_id: str, criterion: str) -> list[FollowupHit]:
         """Every follow-up linked to the criterion by hash, whatever any strategy kept."""
         return self.catalog.linked_followups(vendor_id, check_criterion(criterion))
 
+    def retrieve(self, vendor_id: str, criterion: str, strategy: str = DEFAULT_STRATEGY,
+                 questionnaire_ids: Sequence[str] = ()) -> RetrievalTrace:
+        """Run one strategy for one criterion of one vendor; every stage lands in the trace."""
+        return retrieve(self.services, vendor_id, criterion, strategy, questionnaire_ids)
+
     def ask(self, vendor_id: str, question: str, conversation_id: str | None = None, *,
             anchored: bool = True, save: bool = True) -> AskTurn:
         """Answer one question of a conversation (new without an id), stored with its sources."""
-        return AskPipeline(self.services()).ask(vendor_id, question, conversation_id,
-                                                anchored=anchored, save=save)
+        return AskPipeline(self.services).ask(vendor_id, question, conversation_id,
+                                              anchored=anchored, save=save)
 
     def rerun(self, vendor_id: str, turn: AskTurn, *, anchored: bool) -> AskTurn:
         """A stored turn searched again with its own query, anchored or not; nothing stored."""
-        return AskPipeline(self.services()).rerun(vendor_id, turn, anchored=anchored)
+        return AskPipeline(self.services).rerun(vendor_id, turn, anchored=anchored)
 
     def conversations(self, vendor_id: str) -> list[ConversationSummary]:
         """The vendor's conversations, oldest first."""
@@ -176,43 +180,13 @@ class Workbench:
         conversations = Conversations.of(self.store, vendor_id)
         return conversations.turns(conversations.check_id(conversation_id))
 
-    def retrieve(self, vendor_id: str, criterion: str, strategy: str = DEFAULT_STRATEGY,
-                 questionnaire_ids: Sequence[str] = ()) -> RetrievalTrace:
-        """Run one strategy for one criterion of one vendor; every stage lands in the trace."""
-        return retrieve(self.services(), vendor_id, criterion, strategy, questionnaire_ids)
-
-    def assess(self, vendor_id: str, criterion: str, strategy: str = DEFAULT_STRATEGY, *,
-               refresh: bool = False, criterion_id: str | None = None) -> Verdict:
-        """The configured language model's verdict on the criterion's prompt (see Assessor)."""
-        return Assessor(self.settings, self.store, self.retrieve).assess(
-            vendor_id, criterion, strategy, refresh=refresh, criterion_id=criterion_id)
-
-    def verdict_status(self, vendor_id: str, criterion: str,
-                       strategy: str = DEFAULT_STRATEGY) -> VerdictStatus:
-        """The stored verdict to show for the criterion, current or stale; needs no model."""
-        return Assessor(self.settings, self.store, self.retrieve).latest(
-            vendor_id, criterion, strategy)
-
-    def reviewing(self) -> Reviewing:
-        """The reviewer's decisions over this store (see core.answers.decisions)."""
-        assessor = Assessor(self.settings, self.store, self.retrieve)
-        return Reviewing(self.store, self.retrieve, assessor.status,
-                         reviewer=self.settings.reviewer)
-
     def decide(self, vendor_id: str, criterion: str, status: str, *,
                strategy: str = DEFAULT_STRATEGY, note: str | None = None,
                until: str | None = None, reviewer: str | None = None) -> DecisionView:
         """Record the reviewer's decision on the criterion's context as it is now."""
-        return self.reviewing().decide(vendor_id, check_criterion(criterion), status,
-                                       strategy=strategy, note=note, until=until,
-                                       reviewer=reviewer)
+        return self.reviews.decide(vendor_id, check_criterion(criterion), status,
+                                   strategy=strategy, note=note, until=until, reviewer=reviewer)
 
     def decisions(self, vendor_id: str) -> list[DecisionView]:
         """Every decided criterion of the vendor: its current decision, state and history."""
-        return self.reviewing().decisions(vendor_id)
-
-    def services(self) -> Services:
-        """What the pipelines over this store are given: its settings, store, runner, models."""
-        return Services(settings=self.settings, store=self.store, runner=self.runner,
-                        embedder=lambda: self.embedder, embed_query=self.embed_query,
-                        reranker=self.reranker)
+        return self.reviews.decisions(vendor_id)

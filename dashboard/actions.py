@@ -9,9 +9,6 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from core.answers.conversation.models import AskTurn, ConversationSummary
-from core.answers.llm.client import describe_missing
-from core.answers.verdicts import Assessor, Verdict, VerdictStatus, VerdictStore
 from core.config import MAX_CRITERION_CHARS
 from core.criteria import CriterionEntry
 from core.errors import EvidenceError
@@ -30,6 +27,9 @@ from core.models import RetrievalTrace
 from core.outputs.draft import DraftFormat, DraftRow, write_draft
 from core.outputs.report import EvidencePack, ReportFormat, render
 from core.reports import Progress, QuestionnaireIngestReport
+from core.review.conversation.models import AskTurn, ConversationSummary
+from core.review.llm.client import describe_missing
+from core.review.verdicts import Verdict, VerdictStatus
 from dashboard import resources, widgets
 from dashboard.selection import Selection
 
@@ -158,8 +158,7 @@ def llm_missing() -> str | None:
 # retrieve afresh).
 def verdict_status(vendor_id: str, criterion: str, strategy: str) -> VerdictStatus:
     """The stored verdict for the criterion and strategy, current or stale, or none."""
-    workbench = resources.get_workbench()
-    return Assessor(workbench.settings, workbench.store, workbench.retrieve).status(
+    return resources.get_workbench().verdicts.status(
         resources.retrieve(vendor_id, criterion, strategy))
 
 
@@ -167,21 +166,18 @@ def verdict_statuses(vendor_id: str, criteria: Sequence[str], strategies: Sequen
                      ) -> dict[tuple[str, str], VerdictStatus | None]:
     """(criterion, strategy) -> its stored verdict's status; None where no verdict is stored,
     found without retrieving anything."""
-    stored = VerdictStore(resources.get_workbench().store, vendor_id)
-    found: dict[tuple[str, str], VerdictStatus | None] = {}
-    for criterion in criteria:
-        key = criterion_hash(criterion)
-        for strategy in strategies:
-            found[(criterion, strategy)] = (
-                verdict_status(vendor_id, criterion, strategy)
-                if stored.for_criterion(key, strategy) else None)
-    return found
+    keys = {criterion: criterion_hash(criterion) for criterion in criteria}
+    assessed = resources.get_workbench().verdicts.assessed(
+        vendor_id, [(key, strategy) for key in keys.values() for strategy in strategies])
+    return {(criterion, strategy): verdict_status(vendor_id, criterion, strategy)
+            if (keys[criterion], strategy) in assessed else None
+            for criterion in criteria for strategy in strategies}
 
 
 def assess(vendor_id: str, criterion: str, strategy: str) -> Verdict:
     """The language model's verdict on the selection's prompt (read back when this model
     already answered this very prompt); the evidence packs kept hold verdicts, so they go."""
     with st.spinner(f"Asking the language model ({strategy})..."):
-        verdict = resources.get_workbench().assess(vendor_id, criterion, strategy)
+        verdict = resources.get_workbench().verdicts.assess(vendor_id, criterion, strategy)
     resources.verdicts_changed()
     return verdict

@@ -13,7 +13,7 @@ import streamlit as st
 
 from core.errors import EvidenceError
 from core.models import Candidate, FollowupHit
-from core.relevance import GRADE_LABELS, GRADES, Judgment, Judgments, excerpt_sha, judge
+from core.outputs.relevance import GRADE_LABELS, GRADES, Judgment, Judgments, excerpt_sha, judge
 from core.trace.context import evidence_source
 from dashboard import resources, widgets
 from dashboard.selection import Selection

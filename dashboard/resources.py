@@ -13,7 +13,6 @@ from typing import Any, ParamSpec, TypeVar
 
 import streamlit as st
 
-from core.answers.decisions import Decision, DecisionLog, DecisionView
 from core.bench.results import LoadedResults, load_results
 from core.config import Settings
 from core.criteria import CriterionEntry
@@ -22,10 +21,12 @@ from core.ingest.sample import DEFAULT_SAMPLE_DIR
 from core.models import FollowupHit, RetrievalTrace
 from core.outputs.draft import DraftRow, plan_draft
 from core.outputs.quality import StrategyComparison, compare_strategies
+from core.outputs.relevance import Choice, ChoiceResult, Judgment, evaluate
 from core.outputs.report import EvidencePack, build_pack
-from core.relevance import Choice, ChoiceResult, Judgment, evaluate
 from core.reports import VendorStatus
 from core.retrieval.strategies import STRATEGIES
+from core.review.decisions import Decision, DecisionLog, DecisionView
+from core.store import EvidenceStore
 from core.workbench import Workbench
 
 CRITERIA_FILE = DEFAULT_SAMPLE_DIR / "criteria.txt"
@@ -168,7 +169,7 @@ def judged(history: Sequence[Decision], today: date | None = None) -> DecisionVi
     """A criterion's latest decision in the state the (cached) trace of its criterion and
     strategy puts it now."""
     latest = history[-1]
-    return get_workbench().reviewing().view(
+    return get_workbench().reviews.view(
         history, retrieve(latest.vendor_id, latest.criterion, latest.strategy),
         today or _today())
 
@@ -203,10 +204,19 @@ def decisions_changed() -> None:
 # no state: a new grade measures again, but retrieves nothing the pages have not already.
 
 class _CachedTraces:
-    """The workbench as core.relevance.evaluate reads it, its retrievals the cached ones."""
+    """The workbench as the relevance lab reads it (`JudgedReader`), its retrievals the
+    cached ones."""
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(get_workbench(), name)
+    @property
+    def settings(self) -> Settings:
+        return get_workbench().settings
+
+    @property
+    def store(self) -> EvidenceStore:
+        return get_workbench().store
+
+    def with_settings(self, settings: Settings) -> Workbench:
+        return get_workbench().with_settings(settings)
 
     def retrieve(self, vendor_id: str, criterion: str, strategy: str,
                  questionnaire_ids: Sequence[str] = ()) -> RetrievalTrace:
@@ -245,7 +255,7 @@ def sample_criteria() -> list[str]:
 
 @st.cache_data(show_spinner=False)
 def count_tokens(text: str) -> int:
-    return get_workbench().count_tokens(text)
+    return get_workbench().embedder.count_tokens(text)
 
 
 def _folder_fingerprint(folder: Path) -> tuple[tuple[str, int, int], ...]:

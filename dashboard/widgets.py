@@ -13,8 +13,8 @@ from core.hashing import criterion_hash
 from dashboard.text import plain
 
 if TYPE_CHECKING:
-    from core.answers.verdicts import VerdictStatus
     from core.criteria import CriterionEntry
+    from core.review.verdicts import VerdictStatus
     from dashboard.selection import Selection
 
 PICK_SELECTION = "Pick a vendor and enter a criterion in the sidebar."

@@ -8,10 +8,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from core.answers.conversation.evaluation import evaluate, load_labelled
 from core.config import Settings
 from core.ingest.sample import ingest_sample
+from core.review.conversation.evaluation import evaluate, load_labelled
 from core.workbench import Workbench
 
 pytestmark = pytest.mark.model

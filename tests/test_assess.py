@@ -9,14 +9,14 @@ import hashlib
 from pathlib import Path
 
 import pytest
-
-from core.answers.llm.client import LLMError
-from core.answers.verdicts import VerdictAnswer
 from core.errors import UserInputError
+from core.review.llm.client import LLMError
+from core.review.verdicts import VerdictAnswer
 from core.store import verdicts_collection_name
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
+
 from tests.support import payloads
 
 pytest_plugins = ["tests.llm_stub"]
@@ -75,7 +75,7 @@ def bench(seeded, llm_stub) -> Workbench:
 
 def test_assess_sends_exactly_the_prompt_with_a_json_schema(bench, llm_stub):
     llm_stub.enqueue(ANSWER)
-    verdict = bench.assess(VENDOR, AES_CRITERION)
+    verdict = bench.verdicts.assess(VENDOR, AES_CRITERION)
 
     trace = bench.retrieve(VENDOR, AES_CRITERION)
     assert [f.round_number for f in trace.followups] == [1, 3]
@@ -108,9 +108,9 @@ def test_assess_sends_exactly_the_prompt_with_a_json_schema(bench, llm_stub):
 
 def test_the_same_prompt_is_not_sent_twice(bench, llm_stub):
     llm_stub.enqueue(ANSWER)
-    first = bench.assess(VENDOR, AES_CRITERION)
+    first = bench.verdicts.assess(VENDOR, AES_CRITERION)
     # Nothing is queued: a second request would be answered 500 and fail the test.
-    second = bench.assess(VENDOR, AES_CRITERION, criterion_id="C-7")
+    second = bench.verdicts.assess(VENDOR, AES_CRITERION, criterion_id="C-7")
 
     assert len(llm_stub.requests) == 1
     assert second.cached is True
@@ -124,14 +124,14 @@ def test_the_same_prompt_is_not_sent_twice(bench, llm_stub):
 
 def test_refresh_sends_the_prompt_again_and_keeps_one_record(bench, llm_stub):
     llm_stub.enqueue(ANSWER)
-    bench.assess(VENDOR, AES_CRITERION)
+    bench.verdicts.assess(VENDOR, AES_CRITERION)
     llm_stub.enqueue({**ANSWER, "verdict": "INCONCLUSIVE"})
-    again = bench.assess(VENDOR, AES_CRITERION, refresh=True)
+    again = bench.verdicts.assess(VENDOR, AES_CRITERION, refresh=True)
 
     assert len(llm_stub.requests) == 2
     assert llm_stub.requests[1].messages == llm_stub.requests[0].messages
     assert (again.verdict, again.cached) == ("INCONCLUSIVE", False)
-    assert bench.verdict_status(VENDOR, AES_CRITERION).verdict.verdict == "INCONCLUSIVE"
+    assert bench.verdicts.latest(VENDOR, AES_CRITERION).verdict.verdict == "INCONCLUSIVE"
     [name] = verdict_collections(bench)
     assert len(bench.store.client.get_collection(name).get()["ids"]) == 1
 
@@ -139,51 +139,51 @@ def test_refresh_sends_the_prompt_again_and_keeps_one_record(bench, llm_stub):
 def test_status_needs_no_model_and_a_new_round_makes_the_verdict_stale(seeded, bench,
                                                                        llm_stub):
     llm_stub.enqueue(ANSWER)
-    given = bench.assess(VENDOR, AES_CRITERION)
+    given = bench.verdicts.assess(VENDOR, AES_CRITERION)
 
-    status = seeded.verdict_status(VENDOR, AES_CRITERION)  # no endpoint configured
+    status = seeded.verdicts.latest(VENDOR, AES_CRITERION)  # no endpoint configured
     assert status.verdict is not None and status.verdict.verdict == "NOT_MET"
     assert status.stale is False and status.stale_reason is None
     assert status.current_prompt_sha256 == given.prompt_sha256
 
     seeded.ingest_questionnaire(round_payload(4, "All data at rest, archive included, is now "
                                                  "encrypted with AES-256."))
-    status = seeded.verdict_status(VENDOR, AES_CRITERION)
+    status = seeded.verdicts.latest(VENDOR, AES_CRITERION)
     assert status.stale is True
     assert status.verdict.prompt_sha256 == given.prompt_sha256
     assert status.current_prompt_sha256 != given.prompt_sha256
     assert "changed" in status.stale_reason
 
     llm_stub.enqueue({**ANSWER, "verdict": "MET", "cited_rounds": [4]})
-    fresh = bench.assess(VENDOR, AES_CRITERION)
+    fresh = bench.verdicts.assess(VENDOR, AES_CRITERION)
     assert (fresh.verdict, fresh.cached) == ("MET", False)
     assert len(llm_stub.requests) == 2
     assert "ROUND 4" in llm_stub.requests[1].messages[0]["content"]
-    status = seeded.verdict_status(VENDOR, AES_CRITERION)
+    status = seeded.verdicts.latest(VENDOR, AES_CRITERION)
     assert (status.verdict.verdict, status.stale) == ("MET", False)
 
 
 def test_the_configured_model_is_preferred_and_another_model_is_asked_anew(seeded, bench,
                                                                           llm_stub):
     llm_stub.enqueue(ANSWER)
-    bench.assess(VENDOR, AES_CRITERION)
+    bench.verdicts.assess(VENDOR, AES_CRITERION)
     other = with_llm(seeded, llm_stub, llm_model="other-model")
 
     # No verdict of the configured model yet: the one stored is shown all the same.
-    assert other.verdict_status(VENDOR, AES_CRITERION).verdict.model == llm_stub.model
+    assert other.verdicts.latest(VENDOR, AES_CRITERION).verdict.model == llm_stub.model
     llm_stub.enqueue({**ANSWER, "verdict": "INCONCLUSIVE"})
-    theirs = other.assess(VENDOR, AES_CRITERION)
+    theirs = other.verdicts.assess(VENDOR, AES_CRITERION)
     assert (theirs.model, theirs.cached) == ("other-model", False)
     assert llm_stub.requests[1].model == "other-model"
-    assert other.verdict_status(VENDOR, AES_CRITERION).verdict.verdict == "INCONCLUSIVE"
-    assert bench.verdict_status(VENDOR, AES_CRITERION).verdict.verdict == "NOT_MET"
+    assert other.verdicts.latest(VENDOR, AES_CRITERION).verdict.verdict == "INCONCLUSIVE"
+    assert bench.verdicts.latest(VENDOR, AES_CRITERION).verdict.verdict == "NOT_MET"
 
 
 def test_no_endpoint_is_refused_before_anything_is_retrieved(seeded, llm_stub):
     embedded_before = seeded.embedder.calls
     for vendor in (VENDOR, "nobody"):
         with pytest.raises(UserInputError, match="EVIDENCE_LLM_BASE_URL") as refused:
-            seeded.assess(vendor, AES_CRITERION)
+            seeded.verdicts.assess(vendor, AES_CRITERION)
         assert "\n" not in str(refused.value)
     assert seeded.embedder.calls == embedded_before
     assert verdict_collections(seeded) == set()
@@ -210,17 +210,17 @@ def test_a_failed_answer_is_one_error_and_nothing_is_recorded(seeded, llm_stub, 
     content = reply.pop("content", None)
     llm_stub.enqueue(content, **reply)
     with pytest.raises(LLMError) as failed:
-        bench.assess(VENDOR, AES_CRITERION)
+        bench.verdicts.assess(VENDOR, AES_CRITERION)
     assert expected in str(failed.value)
     assert "\n" not in str(failed.value)
     assert len(llm_stub.requests) == 1
 
-    status = seeded.verdict_status(VENDOR, AES_CRITERION)
+    status = seeded.verdicts.latest(VENDOR, AES_CRITERION)
     assert status.verdict is None
     # The failure was not remembered: the next assess sends the prompt again.
     llm_stub.release()
     llm_stub.enqueue(ANSWER)
-    assert bench.assess(VENDOR, AES_CRITERION).cached is False
+    assert bench.verdicts.assess(VENDOR, AES_CRITERION).cached is False
     assert len(llm_stub.requests) == 2
 
 
@@ -230,20 +230,20 @@ def test_vendors_never_see_each_others_verdicts(seeded, bench, llm_stub, tmp_pat
     assert (seeded.retrieve("globex", AES_CRITERION).prompt
             == seeded.retrieve(VENDOR, AES_CRITERION).prompt)
     llm_stub.enqueue(ANSWER)
-    bench.assess(VENDOR, AES_CRITERION)
+    bench.verdicts.assess(VENDOR, AES_CRITERION)
 
-    assert seeded.verdict_status("globex", AES_CRITERION).verdict is None
+    assert seeded.verdicts.latest("globex", AES_CRITERION).verdict is None
     assert verdict_collections(seeded) == {verdicts_collection_name(VENDOR)}
     llm_stub.enqueue({**ANSWER, "verdict": "MET"})
-    theirs = bench.assess("globex", AES_CRITERION)
+    theirs = bench.verdicts.assess("globex", AES_CRITERION)
     assert (theirs.vendor_id, theirs.verdict, theirs.cached) == ("globex", "MET", False)
     assert len(llm_stub.requests) == 2
-    assert seeded.verdict_status(VENDOR, AES_CRITERION).verdict.verdict == "NOT_MET"
-    assert seeded.verdict_status("globex", AES_CRITERION).verdict.verdict == "MET"
+    assert seeded.verdicts.latest(VENDOR, AES_CRITERION).verdict.verdict == "NOT_MET"
+    assert seeded.verdicts.latest("globex", AES_CRITERION).verdict.verdict == "MET"
 
 
 def test_reading_a_vendor_never_assessed_creates_nothing(seeded):
-    status = seeded.verdict_status(VENDOR, AES_CRITERION)
+    status = seeded.verdicts.latest(VENDOR, AES_CRITERION)
     assert status.verdict is None and status.stale is False
     assert status.current_prompt_sha256 == hashlib.sha256(
         seeded.retrieve(VENDOR, AES_CRITERION).prompt.encode("utf-8")).hexdigest()

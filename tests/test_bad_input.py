@@ -26,11 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fpdf import FPDF
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from pypdf import PdfReader, PdfWriter
-
 from core.cli import main
 from core.config import (
     MAX_ANSWER_CHARS,
@@ -51,11 +46,16 @@ from core.ingest.uploads import (
 )
 from core.models import PayloadLimits
 from core.workbench import Workbench
+from fpdf import FPDF
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pypdf import PdfReader, PdfWriter
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.snapshot import assert_unchanged, database_snapshot, store_snapshot
+
 from tests.support.cli import environment, run_main, run_process
 from tests.support.payloads import response, round_payload
-from tests.support.snapshot import assert_unchanged, database_snapshot, store_snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 POLICY = "# Key management\n\nCustomer data keys are rotated every 90 days and logged.\n"
@@ -849,9 +849,8 @@ def test_the_round_upload_limits_follow_the_settings(populated):
 @pytest.fixture
 def library_page(populated, monkeypatch):
     import streamlit
-    from streamlit.testing.v1 import AppTest
-
     from dashboard import resources
+    from streamlit.testing.v1 import AppTest
 
     monkeypatch.setattr(resources, "make_workbench", lambda: populated)
     streamlit.cache_resource.clear()
@@ -1402,7 +1401,7 @@ def test_assess_without_a_usable_endpoint_names_the_setting(populated, fake_mode
     code, out, err = run_cli(capfd, ["--store", str(populated.settings.store), "assess",
                                      "--vendor", "acme", "--criterion", AES_CRITERION])
     assert_cli_refused(code, out, err, *needles)
-    assert populated.verdict_status("acme", AES_CRITERION).verdict is None
+    assert populated.verdicts.latest("acme", AES_CRITERION).verdict is None
     assert_unchanged(before, store_snapshot(populated))
 
 
@@ -1456,7 +1455,7 @@ def test_a_failing_language_model_fails_in_one_line_and_records_no_verdict(
     assert time.monotonic() - started < 4  # the hang is cut at the timeout, not waited out
     assert_cli_failed(code, out, err, "127.0.0.1", "/chat/completions", *needles)
     assert (len(llm_stub.requests), llm_stub.pending) == ((0, 0) if reply is None else (1, 0))
-    assert populated.verdict_status("acme", AES_CRITERION).verdict is None
+    assert populated.verdicts.latest("acme", AES_CRITERION).verdict is None
     assert_unchanged(before, store_snapshot(populated))
 
 # End of spreadsheets, criteria lists, drafts, reports and language-model endpoints -----------

@@ -6,11 +6,11 @@ from __future__ import annotations
 from functools import partial
 
 import pytest
-
 from core.cli import main
 from core.workbench import Workbench
 from tests.conftest import SAMPLE_DATA
 from tests.fakes import point_the_command_at
+
 from tests.support.cli import is_object, run_json
 
 CONTRACT_KEYS = {"vendor_id", "conversation_id", "turn", "question", "search_query",

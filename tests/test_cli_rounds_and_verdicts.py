@@ -8,15 +8,15 @@ import csv
 import json
 
 import pytest
-from openpyxl import load_workbook
-
 from core.cli import main
 from core.hashing import criterion_hash
 from core.workbench import Workbench
+from openpyxl import load_workbook
 from tests.conftest import SAMPLE_DATA
 from tests.fakes import point_the_command_at
-from tests.support.cli import run_json as run
 from tests.support.snapshot import store_snapshot
+
+from tests.support.cli import run_json as run
 
 pytest_plugins = ["tests.llm_stub"]
 
@@ -196,7 +196,7 @@ def test_assess_refuses_an_answer_outside_the_schema_in_one_sentence(
     code, lines, err = run(capsys, "assess", "--vendor", "acme", "--criterion", PEN_TEST)
     assert (code, lines) == (1, [])
     assert "does not match the schema" in one_error(err)
-    assert cli.verdict_status("acme", PEN_TEST).verdict is None
+    assert cli.verdicts.latest("acme", PEN_TEST).verdict is None
 
 
 def test_report_writes_the_evidence_pack_in_each_format(cli, capsys, tmp_path):

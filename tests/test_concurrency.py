@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from core.config import Settings
 from core.models import DOCUMENT_SOURCE_TYPE, FOLLOWUP_SOURCE_TYPE
 from core.reports import VendorStatus
@@ -52,8 +51,9 @@ from tests.chroma_server import ChromaServer
 from tests.conftest import AES_CRITERION
 from tests.dashboard.test_app import PAGES
 from tests.fakes import FakeEmbedder, FakeReranker
-from tests.support import payloads
 from tests.support.store import get_all, read_manifest
+
+from tests.support import payloads
 
 VENDOR = "acme"
 _COMPILING = threading.RLock()
@@ -615,7 +615,6 @@ def sample_workbench(tmp_path: Path) -> Workbench:
 def drive_session(session: Session, other: Session, expected: dict[str, str]) -> list[str]:
     """The app frame, then every page PASSES_OVER_PAGES times; what the session saw wrong."""
     from streamlit.testing.v1 import AppTest
-
     from tests.dashboard.conftest import DASHBOARD
 
     at = AppTest.from_file(str(DASHBOARD / "app.py"), default_timeout=300)
@@ -665,7 +664,6 @@ def page_problems(at: Any, path: str, session: Session, other: Session,
 def test_two_dashboard_sessions_at_once_each_see_their_own_selection(
         tmp_path, monkeypatch, one_server_for_two_sessions):
     import streamlit as st
-
     from core.ingest.criteria_lists import load_criteria
     from dashboard import resources
 
@@ -729,9 +727,8 @@ def test_a_session_arriving_during_first_start_indexing_waits_for_all_of_it(
     for a ready one (losing its vendor, which is not indexed yet): it must see the store as
     one complete indexing leaves it, and the store must end up exactly so."""
     import streamlit as st
-    from streamlit.testing.v1 import AppTest
-
     from dashboard import first_start, resources
+    from streamlit.testing.v1 import AppTest
     from tests.dashboard.conftest import DASHBOARD
 
     reference = {s.vendor_id: contract_status(s)
@@ -860,11 +857,10 @@ def test_eight_dashboard_sessions_against_one_server_while_rounds_land(
     and those begun when it ended, each answer whole. The other vendor's sessions never see
     an acme round. The p95 page time is printed."""
     import streamlit as st
-    from streamlit.testing.v1 import AppTest
-
     from core.ingest.criteria_lists import load_criteria
     from core.ingest.sample import ingest_sample
     from dashboard import resources
+    from streamlit.testing.v1 import AppTest
     from tests.conftest import SAMPLE_DATA
     from tests.dashboard.conftest import DASHBOARD
 

@@ -4,8 +4,7 @@ reason, whether a question needs the conversation, and the query expansion."""
 from __future__ import annotations
 
 import pytest
-
-from core.answers.conversation.continuation import (
+from core.review.conversation.continuation import (
     Closeness,
     carried_words,
     decide,
@@ -159,7 +158,7 @@ def test_on_trec_cast_the_words_say_which_turns_need_the_conversation():
     """Every CAsT 2019-2022 turn after the first (benchmarks/data/cast): right on at least 85%,
     neither error above 10%, and the expansion carries more of what the rewrites add than the
     previous question's words alone did (16% in the rules before)."""
-    from core.answers.conversation.evaluation import evaluate_cast, load_cast
+    from core.review.conversation.evaluation import evaluate_cast, load_cast
 
     figures = evaluate_cast(load_cast())["all"]
     assert figures["turns_after_first"] == 1020

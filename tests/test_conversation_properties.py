@@ -17,9 +17,9 @@ Documented normalisation:
   answer's `Q:`/`A:`); a document's label is put on one line. The previous answer is cut to
   its first 2000 characters, an earlier message to its first 500.
 - A question is stored with its ends trimmed (core/criteria.py `check_question`).
-- A language model's reply has every lone surrogate replaced by U+FFFD (core/answers/llm/client.py);
+- A language model's reply has every lone surrogate replaced by U+FFFD (core/review/llm/client.py);
   its answer and suggested questions are trimmed, its reason put on one line.
-- Text format (core/answers/conversation/answer.py `turn_text`): a generated answer is indented by
+- Text format (core/review/conversation/answer.py `turn_text`): a generated answer is indented by
   two spaces, as in the prompts; the search query, the reason, document names and suggested
   questions are put on one line.
 
@@ -42,10 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
-
-from core.answers.conversation.answer import (
+from core.models import FollowupHit
+from core.review.conversation.answer import (
     ANSWER_SYSTEM,
     NOT_GENERATED,
     answer_messages,
@@ -54,24 +52,23 @@ from core.answers.conversation.answer import (
     related_topics,
     turn_text,
 )
-from core.answers.conversation.ask import (
+from core.review.conversation.ask import (
     EARLIER_MESSAGE_CHARS,
     RECENT_ANSWER_CHARS,
     REFORMULATION_SYSTEM,
     reformulation_messages,
 )
-from core.answers.conversation.models import (
+from core.review.conversation.models import (
     AnswerEvidence,
     AskTurn,
     Continuation,
     HistoryMessage,
 )
-from core.answers.conversation.store import Conversations
-from core.models import FollowupHit
+from core.review.conversation.store import Conversations
 from core.workbench import Workbench
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from tests.fakes import FakeEmbedder, FakeReranker, point_the_command_at
-from tests.support.cli import run_main as run
-from tests.support.payloads import round_payload
 from tests.support.properties import store_examples
 from tests.test_context_properties import (
     HOSTILE_FRAGMENTS,
@@ -79,6 +76,9 @@ from tests.test_context_properties import (
     as_read_in_prompt,
     on_one_line,
 )
+
+from tests.support.cli import run_main as run
+from tests.support.payloads import round_payload
 
 pytest_plugins = ["tests.llm_stub"]
 

@@ -11,19 +11,19 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
-from core.answers.decisions import DecisionLog, Seen, SeenAnswer, changes_between
 from core.config import Settings
 from core.criteria import CriterionEntry
 from core.outputs.draft import plan_draft
 from core.outputs.report import build_pack, render
+from core.review.decisions import DecisionLog, Seen, SeenAnswer, changes_between
 from core.workbench import Workbench
 from tests.chroma_server import ChromaServer
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.snapshot import assert_unchanged, store_snapshot
+
 from tests.support import warm
 from tests.support.cli import run_main
 from tests.support.payloads import response, round_payload
-from tests.support.snapshot import assert_unchanged, store_snapshot
 
 pytest_plugins = ["tests.llm_stub"]
 
@@ -125,7 +125,7 @@ def test_a_waiver_past_its_date_shows_as_expired(reviewed):
         "waived", "current", until)
     later = date.fromisoformat(until) + timedelta(days=1)
     trace = reviewed.retrieve("acme", LOGS, "precedence")
-    view = reviewed.reviewing().view(views[LOGS].history, trace, today=later)
+    view = reviewed.reviews.view(views[LOGS].history, trace, today=later)
     assert view.state == "expired"
 
 
@@ -350,7 +350,7 @@ def test_a_decision_keeps_the_verdict_shown_as_it_counted(reviewed, llm_stub):
                       "contradictions": ["Round 1 named no algorithm."], "cited_rounds": [3],
                       "quotes": [{"source": "Round 3",
                                   "quote": "AES-256 with customer managed keys everywhere"}]})
-    verdict = bench.assess("acme", AES, "precedence")
+    verdict = bench.verdicts.assess("acme", AES, "precedence")
     assert (verdict.verified, verdict.counted_as) == (False, "INCONCLUSIVE")
     view = bench.decide("acme", AES, "partially_met")
     assert view.verdict == "INCONCLUSIVE (unverified: the model said MET)"

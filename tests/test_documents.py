@@ -7,12 +7,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pypdf import PdfReader
-
 from core.config import Settings
 from core.errors import UserInputError
 from core.models import StoredRecord
 from core.workbench import Workbench
+from pypdf import PdfReader
 from tests.conftest import SAMPLE_DATA
 from tests.fakes import FakeEmbedder, FakeReranker
 from tests.support.store import chunk_rows

@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from core.config import Settings
 from core.hashing import criterion_hash
 from core.ingest.writer import document_key
@@ -51,8 +50,9 @@ from core.store.registry import REGISTRY_COLLECTION
 from core.store.scoping import SUFFIX
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
-from tests.support import payloads, warm
 from tests.support.store import get_all, read_links, read_manifest, with_texts
+
+from tests.support import payloads, warm
 
 REPO = Path(__file__).resolve().parents[1]
 BATCH = 25  # ChromaDB's own limit is 5461; a small one splits each document into batches

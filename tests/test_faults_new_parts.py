@@ -23,19 +23,19 @@ import threading
 from pathlib import Path
 
 import pytest
-
-from core.answers.verdicts import VerdictStore, prompt_sha256
 from core.cli import main
 from core.hashing import criterion_hash
 from core.models import RerankerStatus
 from core.retrieval.lexical import index_path
+from core.review.verdicts import VerdictStore, prompt_sha256
 from core.store import verdicts_collection_name
 from core.workbench import Workbench
-from tests import test_faults
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.store import get_all
+
+from tests import test_faults
 from tests.support import payloads, warm
 from tests.support.cli import is_object, run_json
-from tests.support.store import get_all
 from tests.test_faults import (
     KEY_CRITERION,
     REPO,
@@ -323,7 +323,6 @@ def hybrid_view(bench: Workbench, queries: tuple[str, ...] = HYBRID_QUERIES) -> 
     approximate vector index in another order than a store that never saw one, which says
     nothing of the index."""
     import numpy as np
-
     from core.retrieval.lexical import LexicalIndex
     from core.retrieval.source import Query
     from core.store import committed_versions
@@ -836,7 +835,7 @@ def test_two_vendors_conversations_and_verdicts_never_mix(tmp_path, llm_stub):
             for n, criterion in enumerate(criteria):
                 turn = asker.ask(vendor, f"How are the keys rotated, part {n}?", conversation)
                 conversation = turn.conversation_id
-                assessor.assess(vendor, criterion)
+                assessor.verdicts.assess(vendor, criterion)
             conversations[vendor] = conversation
         except BaseException as exc:  # reported below, in the test's thread
             failures.append(exc)

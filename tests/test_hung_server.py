@@ -16,17 +16,17 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
-from streamlit.testing.v1 import AppTest
-
 from core.cli import main
 from core.config import Settings
 from core.errors import StoreError
 from core.workbench import Workbench
 from dashboard import resources
+from streamlit.testing.v1 import AppTest
 from tests.chroma_server import ChromaServer
 from tests.conftest import AES_CRITERION, SAMPLE_DATA
 from tests.dashboard.conftest import DASHBOARD
 from tests.fakes import FakeEmbedder, FakeReranker
+
 from tests.support.cli import environment, run_process
 
 ROUND_1 = SAMPLE_DATA / "vendors" / "acme" / "questionnaires" / "round_1.json"

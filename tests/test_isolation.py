@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-
 from core.errors import UnknownVendorError, UserInputError
 from core.retrieval.strategies import STRATEGIES
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
+from tests.support.store import get_all
+
 from tests.support.cli import run_main
 from tests.support.payloads import response, round_payload
-from tests.support.store import get_all
 
 ALL_STRATEGIES = pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 KMS = {"acme": "AWS KMS", "globex": "Azure Key Vault"}
@@ -220,7 +220,6 @@ def _page_text(at) -> str:
 def test_the_dashboard_never_shows_the_other_vendors_evidence(two_vendors, monkeypatch, view,
                                                               vendor):
     import streamlit as st
-
     from dashboard import resources
     from tests.dashboard.conftest import page
 

@@ -1,4 +1,4 @@
-"""core.answers.llm: the real `openai` client against a stub OpenAI-compatible server on 127.0.0.1 -
+"""core.review.llm: the real `openai` client against a stub OpenAI-compatible server on 127.0.0.1 -
 what is sent, what comes back, and one plain LLMError for every way it can fail."""
 
 from __future__ import annotations
@@ -8,11 +8,10 @@ import socket
 from typing import Literal
 
 import pytest
-from pydantic import BaseModel, Field
-
-from core.answers.llm import LLMClient, LLMError, describe_missing, strict_json_schema
 from core.config import Settings
 from core.errors import EvidenceError, UserInputError
+from core.review.llm import LLMClient, LLMError, describe_missing, strict_json_schema
+from pydantic import BaseModel, Field
 
 pytest_plugins = ["tests.llm_stub"]  # the llm_stub fixture
 

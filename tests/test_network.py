@@ -15,9 +15,8 @@ import sys
 import tomllib
 from pathlib import Path
 
-import pytest
-
 import core.encoders.embedding
+import pytest
 from core.config import Settings
 from core.encoders.embedding import SentenceTransformerEmbedder, configure_hub_access
 from core.encoders.onnx.embedder import OnnxEmbedder
@@ -26,8 +25,9 @@ from core.errors import ModelUnavailableError
 from core.workbench import Workbench
 from tests.chroma_server import ChromaServer
 from tests.conftest import AES_CRITERION, REPO, SAMPLE_DATA
-from tests.support import payloads
 from tests.support.onnx_export import shared_onnx_cache
+
+from tests.support import payloads
 
 MISSING_HUB_MODEL = "no-such-org/no-such-sentence-model"
 FLASHRANK_MODEL = "ms-marco-TinyBERT-L-2-v2"

@@ -10,15 +10,14 @@ from typing import Any
 
 import docx
 import pytest
-from docx.enum.style import WD_STYLE_TYPE
-from docx.oxml import OxmlElement
-from docx.oxml.ns import qn
-from langchain_text_splitters import MarkdownTextSplitter, RecursiveCharacterTextSplitter
-
 from core.ingest.documents import DocumentFile, prepare_document
 from core.models import Candidate
 from core.trace.context import evidence_source
 from core.workbench import Workbench
+from docx.enum.style import WD_STYLE_TYPE
+from docx.oxml import OxmlElement
+from docx.oxml.ns import qn
+from langchain_text_splitters import MarkdownTextSplitter, RecursiveCharacterTextSplitter
 from tests.conftest import SAMPLE_DATA
 
 VENDOR = "acme"
@@ -181,7 +180,7 @@ def test_the_context_and_prompt_name_the_section(workbench, tmp_path):
 
 
 def test_an_answer_to_a_question_names_the_section_of_its_sources(workbench, tmp_path):
-    from core.answers.conversation.answer import label
+    from core.review.conversation.answer import label
 
     workbench.ingest_documents(VENDOR, [policy_docx(tmp_path / "policy.docx")])
 

@@ -7,10 +7,8 @@ import json
 import shutil
 
 import pytest
-
 from core.workbench import Workbench
 from tests.fakes import point_the_command_at
-from tests.support.cli import run_json
 from tests.support.packages import (
     ACCESS_REVIEW,
     KEY_ROTATION,
@@ -20,6 +18,8 @@ from tests.support.packages import (
     write_package,
 )
 from tests.support.snapshot import store_snapshot
+
+from tests.support.cli import run_json
 
 OCR = shutil.which("tesseract") is not None
 needs_ocr = pytest.mark.skipif(not OCR, reason="the OCR engine (tesseract) is installed by "

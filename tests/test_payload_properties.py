@@ -34,9 +34,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from core.config import (
     MAX_ANSWER_CHARS,
     MAX_QUESTION_CHARS,
@@ -49,12 +46,15 @@ from core.ingest.rounds.payload import parse_payload_bytes
 from core.ingest.uploads import ingest_uploaded_questionnaires
 from core.store.registry import REGISTRY_COLLECTION
 from core.workbench import Workbench
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
-from tests.support.payloads import numbered
 from tests.support.properties import store_examples
 from tests.support.snapshot import assert_unchanged, collections_snapshot, store_snapshot
 from tests.support.store import chunk_rows, read_links, read_manifest
+
+from tests.support.payloads import numbered
 
 # A property keeps one store across its examples on purpose (see the module docstring); the
 # function-scoped fixtures it uses are the store and the autouse environment guard.

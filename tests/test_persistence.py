@@ -11,7 +11,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from core.config import Settings
 from core.errors import StoreError
 from core.store import SCHEMA_VERSION, chunks_collection_name, manifest_collection_name
@@ -19,9 +18,10 @@ from core.store.registry import REGISTRY_COLLECTION
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION, SAMPLE_DATA
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.snapshot import assert_unchanged, collections_snapshot, database_snapshot
+
 from tests.support.cli import json_lines, run_process
 from tests.support.payloads import response, round_payload
-from tests.support.snapshot import assert_unchanged, collections_snapshot, database_snapshot
 
 ACME = SAMPLE_DATA / "vendors" / "acme"
 REAL_MODEL = "all-MiniLM-L6-v2"

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from core.config import Settings
 from core.errors import UserInputError
 from core.ingest.rounds.payload import parse_payload

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from core.config import Settings
 from core.encoders.rerank import fallback_status
 from core.hashing import criterion_hash
@@ -18,8 +17,9 @@ from core.retrieval.stages import RetrievalEnv, Timings
 from core.store import committed_versions
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
-from tests.support import payloads
 from tests.support.store import read_manifest
+
+from tests.support import payloads
 
 QUESTION = "How are encryption keys rotated and stored?"
 # The first stage (bag-of-words cosine) prefers the repetitive text; the fake reranker (share

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from core.answers.conversation.anchoring import WithQuestionAsAsked
 from core.retrieval.source import Query
+from core.review.conversation.anchoring import WithQuestionAsAsked
 from core.store import Neighbour, StoredChunk
 
 

@@ -7,15 +7,15 @@ import json
 from typing import Any
 
 import pytest
-
 from core.errors import UserInputError
 from core.hashing import content_hash, criterion_hash
 from core.ingest.rounds.payload import load_payload_file
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
-from tests.support.payloads import response, round_payload
 from tests.support.store import chunk_rows
+
+from tests.support.payloads import response, round_payload
 
 LINKED_QUESTION = "Please describe your encryption practices"
 LINKED_ANSWER = "We use AES-256 for all data at rest with AWS KMS."

@@ -7,11 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-
 from core.config import Settings
 from core.criteria import CriterionEntry
 from core.errors import UserInputError
-from core.relevance import (
+from core.outputs.relevance import (
     Choice,
     Judgments,
     context_ranking,
@@ -22,6 +21,7 @@ from core.relevance import (
 )
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
+
 from tests.support.cli import run_main
 from tests.support.payloads import response, round_payload
 

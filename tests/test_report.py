@@ -8,8 +8,6 @@ import json
 from html.parser import HTMLParser
 
 import pytest
-from markdown_it import MarkdownIt
-
 from core.criteria import CriterionEntry
 from core.errors import UserInputError
 from core.outputs.report import (
@@ -22,7 +20,9 @@ from core.outputs.report import (
 )
 from core.trace.context import evidence_source
 from core.workbench import Workbench
+from markdown_it import MarkdownIt
 from tests.conftest import AES_CRITERION
+
 from tests.test_assess import (
     ANSWER,
     ROUND_1,
@@ -52,7 +52,7 @@ def seeded(workbench, tmp_path) -> Workbench:
 def assessed(seeded, llm_stub) -> Workbench:
     """The AES criterion assessed once by the stub model; the store read with no model."""
     llm_stub.enqueue(ANSWER)
-    with_llm(seeded, llm_stub).assess(VENDOR, AES_CRITERION)
+    with_llm(seeded, llm_stub).verdicts.assess(VENDOR, AES_CRITERION)
     return seeded
 
 

@@ -17,17 +17,17 @@ import json
 from pathlib import Path
 
 import pytest
-
 from core.errors import UserInputError
 from core.ingest.rounds.payload import parse_payload
 from core.store import WITHDRAWN_SOURCE_TYPE
 from core.workbench import Workbench
 from tests.conftest import SAMPLE_DATA
 from tests.fakes import point_the_command_at
-from tests.support.cli import run_main as run
-from tests.support.payloads import response, round_payload
 from tests.support.snapshot import assert_unchanged, store_snapshot
 from tests.support.store import get_all, read_links
+
+from tests.support.cli import run_main as run
+from tests.support.payloads import response, round_payload
 
 KEY = "Does the vendor rotate its encryption keys?"
 STRATEGIES = ("semantic", "hash_extraction", "doc_boost", "tiered", "precedence", "hybrid")

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from core.config import Settings
 from core.errors import StoreError
 from core.store import EvidenceStore, writes
@@ -20,6 +19,7 @@ from core.workbench import Workbench
 from tests.chroma_server import ChromaServer
 from tests.conftest import SAMPLE_DATA, server_fingerprint
 from tests.fakes import FakeEmbedder, FakeReranker
+
 from tests.support import payloads
 from tests.support.cli import run_process
 

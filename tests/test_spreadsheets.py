@@ -12,10 +12,6 @@ from typing import Any
 
 import openpyxl
 import pytest
-from hypothesis import HealthCheck, given
-from hypothesis import settings as hypothesis_settings
-from hypothesis import strategies as st
-
 from core.criteria import CriterionEntry
 from core.errors import UserInputError
 from core.hashing import content_hash
@@ -27,6 +23,9 @@ from core.ingest.rounds.table_round import (
 )
 from core.ingest.rounds.tables import MAX_UNPACKED_BYTES, is_spreadsheet
 from core.models import PayloadLimits, QuestionnairePayload
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from tests.conftest import AES_CRITERION
 from tests.support.snapshot import assert_unchanged, store_snapshot
 

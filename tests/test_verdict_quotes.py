@@ -18,24 +18,24 @@ import json
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import assume, event, given, settings
-from hypothesis import strategies as st
-
-from core.answers.llm.quotes import (
+from core.models import FOLLOWUP_SOURCE_TYPE, Candidate, FollowupHit
+from core.review.llm.quotes import (
     PromptSource,
     VerdictQuote,
     check_quotes,
     prompt_sources,
     source_kind,
 )
-from core.answers.verdicts import Verdict, VerdictAnswer, VerdictStore, prompt_sha256
-from core.models import FOLLOWUP_SOURCE_TYPE, Candidate, FollowupHit
+from core.review.verdicts import Verdict, VerdictAnswer, VerdictStore, prompt_sha256
 from core.trace.context import format_prompt
 from core.workbench import Workbench
 from dashboard.views.context import quote_lines, unverified_lines
 from dashboard.widgets import verdict_cell
+from hypothesis import assume, event, given, settings
+from hypothesis import strategies as st
 from tests.conftest import AES_CRITERION
 from tests.fakes import point_the_command_at
+
 from tests.support import payloads
 from tests.support.cli import run_json as run
 from tests.support.cli import run_main
@@ -442,7 +442,7 @@ def test_a_fabricated_quote_is_unverified_and_counted_inconclusive(cli, capsys, 
     assert "not in Round 3's words" in why["reason"]
     assert line["rests_on"] == ["vendor_statement"]
 
-    status = cli.verdict_status(VENDOR, AES_CRITERION)
+    status = cli.verdicts.latest(VENDOR, AES_CRITERION)
     assert (status.verdict.verdict, status.verdict.counted_as) == ("MET", "INCONCLUSIVE")
     assert status.summary.startswith("INCONCLUSIVE (unverified: stub-model said MET")
     # (The command's prompt is not this workbench's, whose reranker differs: it is stale here.)
@@ -494,7 +494,7 @@ def test_a_verdict_stored_before_quotes_reads_back_unchecked_and_counts_as_given
                                                            trace.strategy)
     assert (read.verified, read.counted_as, read.quotes, read.rests_on) == (
         None, "NOT_MET", [], [])
-    status = cli.verdict_status(VENDOR, AES_CRITERION)
+    status = cli.verdicts.latest(VENDOR, AES_CRITERION)
     assert status.summary == "NOT_MET (old-model, quotes not checked, current)"
     assert verdict_cell(status) == "NOT_MET"
     assert read.to_json_dict()["counted_as"] == "NOT_MET"

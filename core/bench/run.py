@@ -34,6 +34,7 @@ from core.reports import Progress
 
 if TYPE_CHECKING:
     from core.encoders.embedding import Embedder
+    from core.workbench import Workbench
 
 FLOOR = "floor"
 # A conversation's first turn asking the criterion, and the turn after it that continues it;
@@ -215,7 +216,7 @@ def _time_runtime_encode(embedder: Embedder, texts: list[str], report: Progress)
     return elapsed
 
 
-def _time_ingest(workbench: Any, vendor_id: str, folders: list[tuple[str, int | None, Path]],
+def _time_ingest(workbench: Workbench, vendor_id: str, folders: list[tuple[str, int | None, Path]],
                  payloads: list[dict], total: int, report: Progress) -> float:
     """The project's ingest: documents (read, chunk, embed, write, commit), then rounds."""
     done = 0
@@ -379,7 +380,7 @@ def retrieve_all(settings_data: dict[str, Any], vendor_id: str,
     return {"runs": runs, "reranker": reranker, "peak_rss_mb": _peak_rss_mb()}
 
 
-def _ask_turns(workbench: Any, vendor_id: str, criterion: str
+def _ask_turns(workbench: Workbench, vendor_id: str, criterion: str
                ) -> tuple[tuple[Any, float], tuple[Any, float]]:
     """A new conversation asking the criterion, then CONTINUATION_QUESTION in it: each turn
     from a cold query-embedding cache and timed whole, storing the turn included, as

@@ -230,7 +230,7 @@ def eval_command(
     import sys
 
     from core.cli.base import _criteria, _workbench
-    from core.relevance import (
+    from core.outputs.relevance import (
         Choice,
         Judgments,
         deltas,
@@ -253,8 +253,8 @@ def eval_command(
     saved = read_baseline(baseline) if baseline is not None else None
     workbench = _workbench(ctx)
     if suggest:
-        from core.answers.llm.client import LLMClient, describe_missing
-        from core.relevance import suggest_grades
+        from core.outputs.relevance import suggest_grades
+        from core.review.llm.client import LLMClient, describe_missing
 
         client = LLMClient.from_settings(workbench.settings)
         if client is None:

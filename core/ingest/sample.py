@@ -3,16 +3,38 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from core.errors import UserInputError
+from core.ingest import LoadedRound
+from core.models import QuestionnairePayload
+from core.reports import DocumentIngestReport, Progress, QuestionnaireIngestReport
 
 _ROUND_DIR = re.compile(r"round_(\d+)")
 _ROUND_SUFFIXES = (".json", ".csv", ".xlsx")
 
 DEFAULT_SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_data"
+
+
+class SampleIngest(Protocol):
+    """What the sample loader reads its rounds with and writes through."""
+
+    def load_questionnaires(self, files: Iterable[Path | str]
+                            ) -> list[QuestionnairePayload]: ...
+
+    def load_rounds(self, files: Iterable[Path | str], *, vendor_id: str | None = ...,
+                    round_number: int | None = ..., timestamp: str | None = ...
+                    ) -> list[LoadedRound]: ...
+
+    def ingest_questionnaire(self, payload: QuestionnairePayload, *,
+                             progress: Progress | None = ...) -> QuestionnaireIngestReport: ...
+
+    def ingest_documents(self, vendor_id: str, paths: Iterable[Path | str], *,
+                         doc_type: str = ..., round_number: int | None = ...,
+                         progress: Progress | None = ...) -> DocumentIngestReport: ...
 
 
 @dataclass(frozen=True)
@@ -61,7 +83,7 @@ def sample_plan(root: Path) -> list[SampleStep]:
     return steps
 
 
-def _sample_round(workbench, step: SampleStep):
+def _sample_round(workbench: SampleIngest, step: SampleStep) -> QuestionnairePayload:
     """A sample round: a JSON payload as it is; a spreadsheet under its folder's vendor, its
     name's round, and the time its workbook records it was created (a CSV has none: now)."""
     path = step.paths[0]
@@ -82,7 +104,7 @@ def _workbook_created(path: Path) -> str | None:
     return created.strftime("%Y-%m-%dT%H:%M:%SZ") if created else None
 
 
-def ingest_sample(workbench, root: Path = DEFAULT_SAMPLE_DIR,
+def ingest_sample(workbench: SampleIngest, root: Path = DEFAULT_SAMPLE_DIR,
                   progress: Callable[[str, int, int], None] | None = None,
                   detail: Callable[[str, int, int], None] | None = None) -> list[dict]:
     """Ingest every step of the sample plan; re-running changes nothing that is unchanged.

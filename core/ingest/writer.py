@@ -146,7 +146,7 @@ class EvidenceWriter:
         """Write documents already read and chunked, each completely or not at all."""
         check_vendor_id(vendor_id)
         # Everything from reading the manifest to deleting a replaced version happens under
-        # the store's write lock, so a concurrent writer cannot interleave (core/locking.py).
+        # the store's write lock, so a concurrent writer cannot interleave (core/store/locking.py).
         with self.store.write_lock(self._waiting(progress)):
             written, outcomes = self._documents_locked(vendor_id, prepared, doc_type,
                                                        round_number, progress)

@@ -1,2 +1,2 @@
-"""What the workbench hands out: the evidence pack, the drafted next round, strategy
-quality, files written."""
+"""What the workbench hands out: the evidence pack, the drafted next round, strategies side by
+side, rank metrics against judgments, files written."""

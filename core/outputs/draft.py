@@ -74,7 +74,7 @@ def plan_draft(workbench: EvidenceReader, vendor_id: str, criteria: Sequence[Cri
                              answered_rounds=sorted({hit.round_number for hit in linked}))
     drafted = list(rows.values())
     if only_open:
-        from core.answers.decisions import DecisionLog
+        from core.review.decisions import DecisionLog
 
         latest = {d.criterion_hash: d.status
                   for d in DecisionLog(workbench.store, vendor_id).all()}

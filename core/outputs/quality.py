@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
+from core.config import Settings
 from core.models import FollowupHit, RerankerStatus, RetrievalTrace, by_round
 from core.reports import Progress
 from core.retrieval.strategies import STRATEGIES
@@ -115,7 +117,20 @@ class StrategyComparison:
         return found
 
 
-def compare_strategies(workbench, vendor_id: str, criteria: Sequence[str],
+class StrategyReader(Protocol):
+    """What a side-by-side run of the strategies reads."""
+
+    settings: Settings
+
+    def retrieve(self, vendor_id: str, criterion: str, strategy: str = ...
+                 ) -> RetrievalTrace: ...
+
+    def linked_followups(self, vendor_id: str, criterion: str) -> list[FollowupHit]: ...
+
+    def forget_query_embeddings(self) -> None: ...
+
+
+def compare_strategies(workbench: StrategyReader, vendor_id: str, criteria: Sequence[str],
                        strategies: Sequence[str] | None = None,
                        progress: Progress | None = None) -> StrategyComparison:
     """Run every strategy on every criterion; each retrieve embeds its query itself, so the

@@ -13,22 +13,28 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from core.answers.decisions import STATUS_LABELS, Decision, DecisionLog, DecisionView, Reviewing
-from core.answers.verdicts import NO_VERDICT, Assessor, Verdict, VerdictStatus
 from core.criteria import CriterionEntry
 from core.errors import UserInputError
 from core.models import RetrievalTrace, by_round
 from core.outputs.files import write_output
 from core.reports import VendorStatus
 from core.retrieval.strategies import get_strategy
+from core.review.decisions import STATUS_LABELS, Decision, DecisionLog, DecisionView, Reviewing
+from core.review.verdicts import NO_VERDICT, Assessor, Verdict, VerdictStatus
+from core.services import EvidenceReader
 from core.trace.context import evidence_source, one_line, response_date
 
-if TYPE_CHECKING:
-    from core.services import EvidenceReader
+
+class PackReader(EvidenceReader, Protocol):
+    """What the evidence pack reads: the store's evidence, its verdicts and its decisions."""
+
+    verdicts: Assessor
+    reviews: Reviewing
+
 
 ReportFormat = Literal["md", "html", "jsonl"]
 REPORT_SUFFIXES: dict[str, ReportFormat] = {
@@ -100,7 +106,7 @@ class EvidencePack(BaseModel):
     criteria: list[CriterionPack]
 
 
-def build_pack(workbench: EvidenceReader, vendor_id: str, criteria: Sequence[CriterionEntry],
+def build_pack(workbench: PackReader, vendor_id: str, criteria: Sequence[CriterionEntry],
                strategy: str) -> EvidencePack:
     """Retrieve each criterion once and gather its rounds, excerpts and verdict; reading
     verdicts needs no language model, and none is asked."""
@@ -108,8 +114,6 @@ def build_pack(workbench: EvidenceReader, vendor_id: str, criteria: Sequence[Cri
     if not criteria:
         raise UserInputError("The evidence pack needs at least one criterion.")
     store = workbench.status(vendor_id)[0]
-    assessor = Assessor(workbench.settings, workbench.store, workbench.retrieve)
-    reviewing = Reviewing(workbench.store, workbench.retrieve, assessor.status)
     decided = DecisionLog(workbench.store, vendor_id).all()
     parts = []
     for entry in criteria:
@@ -125,8 +129,8 @@ def build_pack(workbench: EvidenceReader, vendor_id: str, criteria: Sequence[Cri
         parts.append(CriterionPack(
             id=entry.id, criterion=trace.criterion, criterion_hash=trace.criterion_hash,
             strategy=trace.strategy, rounds=rounds, excerpts=excerpts,
-            verdict=pack_verdict(assessor.status(trace)),
-            decision=pack_decision(reviewing, decided, trace)))
+            verdict=pack_verdict(workbench.verdicts.status(trace)),
+            decision=pack_decision(workbench.reviews, decided, trace)))
     return EvidencePack(vendor_id=store.vendor_id, strategy=strategy,
                         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
                         store=store, criteria=parts)

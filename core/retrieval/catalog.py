@@ -1,5 +1,5 @@
 """What the store holds, for people: vendor status, documents, stored chunks, and every
-follow-up linked to a criterion (conversations are `core.answers.conversation.store`'s).
+follow-up linked to a criterion (conversations are `core.review.conversation.store`'s).
 Only committed evidence is counted or shown."""
 
 from __future__ import annotations

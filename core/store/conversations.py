@@ -1,5 +1,5 @@
 """A vendor's conversation messages in the store: one record per message, with a vector so that
-earlier messages can be found by similarity. What a turn means is `core.answers.conversation`'s."""
+earlier messages can be found by similarity. What a turn means is `core.review.conversation`'s."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A vendor's reviewer decisions in the store: one record per decision, added and never
 replaced, its note as the text and its fields as metadata. What a decision means is
-`core.answers.decisions`'s."""
+`core.review.decisions`'s."""
 
 from __future__ import annotations
 

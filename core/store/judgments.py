@@ -1,6 +1,6 @@
 """A vendor's relevance judgments in the store: one record per criterion, excerpt content and
 judge (a person's grade is kept apart from a model's suggestion), replaced when judged again.
-What a judgment means is `core.relevance`'s."""
+What a judgment means is `core.outputs.relevance`'s."""
 
 from __future__ import annotations
 

@@ -1,27 +1,12 @@
 """How a vendor's records sit in ChromaDB: filters that cost one vendor's records, not the
 whole store's, and chunk texts kept out of ChromaDB's full-text index.
 
-ChromaDB's embedded store (and a `chroma run` server) keeps every collection's metadata in one
-SQLite table and evaluates each condition of a `where` as `id IN (SELECT id FROM
-embedding_metadata WHERE key = ? AND value = ?)`, over every collection of the store. A
-condition on a value many vendors share (`source_type = "followup"`, `round_number = 1`, the
-`doc_key` of a file every vendor sends as `policy.pdf`, the hash of a criterion asked of every
-vendor) therefore reads every vendor's matching rows before the vendor's own collection is
-consulted. Measured on a store of 1,000 vendors of 30 chunks: deleting a document's other
-versions took 46.7 ms against 1.4 ms alone, a filtered read 11.9 against 3.2 ms.
-
-So every record also carries, beside each of the keys filtered on (`SCOPED_KEYS`), a scoped
-copy whose value names the vendor (`doc_key@vendor = "acme|s:3f2a..."`). `VendorStore` writes
-the copies with every record, filters on them once the vendor's collections record schema 6
-(whose migration adds them to older records), and hands back metadata without them. A
-filter on any other key works as before, store-wide.
-
-A chunk record's text is kept the same way, as a metadata value (`TEXT_KEY`) and not as
-ChromaDB's document: every document is also written to ChromaDB's store-wide trigram index
-for `where_document`, which nothing here asks (the lexical index is the project's own), and
-which cost a third of each chunk write (1.4 against 0.9 ms a record in batches of 512, 2.4
-against 1.5 ms once a collection holds 50,000). Records written before keep their document;
-`read_back` takes whichever a record holds."""
+ChromaDB evaluates a `where` condition over every collection of the store, so a condition on a
+value many vendors share would read every vendor's rows. Each record therefore also carries,
+beside each key filtered on (`SCOPED_KEYS`), a scoped copy whose value names the vendor, and a
+chunk's text is kept as a metadata value (`TEXT_KEY`), not as a ChromaDB document, which would
+also feed a store-wide trigram index nothing here asks. The measurements behind both are in
+benchmarks/README.md, "Where a vendor's records sit"."""
 
 from __future__ import annotations
 

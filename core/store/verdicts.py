@@ -1,5 +1,5 @@
 """A vendor's language-model verdicts in the store: one record per verdict id, its raw answer as
-the text and the verdict's fields as metadata. What a verdict means is `core.answers.verdicts`'s."""
+the text and the verdict's fields as metadata. What a verdict means is `core.review.verdicts`'s."""
 
 from __future__ import annotations
 

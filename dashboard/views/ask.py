@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
-from core.answers.conversation.models import AnswerEvidence, AskTurn, ConversationSummary
 from core.errors import EvidenceError
+from core.review.conversation.models import AnswerEvidence, AskTurn, ConversationSummary
 from core.trace.analysis import move_label
 from core.trace.context import source_label
 from dashboard import actions, widgets

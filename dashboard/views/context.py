@@ -8,10 +8,10 @@ from typing import Literal
 import pandas as pd
 import streamlit as st
 
-from core.answers.llm.client import LLMError
-from core.answers.verdicts import NO_VERDICT, Verdict, VerdictStatus
 from core.errors import EvidenceError
 from core.models import RetrievalTrace
+from core.review.llm.client import LLMError
+from core.review.verdicts import NO_VERDICT, Verdict, VerdictStatus
 from core.trace.analysis import ContextEntry, context_map
 from dashboard import actions, resources, widgets
 from dashboard.selection import Selection, selection

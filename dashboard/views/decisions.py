@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
-from core.answers.decisions import STATES, STATUS_LABELS, STATUSES, DecisionView
 from core.errors import EvidenceError
+from core.review.decisions import STATES, STATUS_LABELS, STATUSES, DecisionView
 from dashboard import resources, widgets
 from dashboard.selection import selected_vendor
 from dashboard.text import minute_utc, plain, rounds_label

@@ -9,7 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 import streamlit as st
 
-from core.answers.decisions import (
+from core.errors import EvidenceError
+from core.models import RetrievalTrace
+from core.review.decisions import (
     MAX_NOTE_CHARS,
     MAX_REVIEWER_CHARS,
     STATUS_LABELS,
@@ -17,8 +19,6 @@ from core.answers.decisions import (
     DecisionView,
     default_reviewer,
 )
-from core.errors import EvidenceError
-from core.models import RetrievalTrace
 from core.trace.context import evidence_source
 from dashboard import actions, charts, judging, resources, widgets
 from dashboard.selection import Selection, selection

@@ -11,16 +11,16 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
-from core.answers.llm.client import LLMError
-from core.answers.verdicts import VerdictStatus
 from core.bench.results import crowding_curve, parse_result
 from core.bench.run import FLOOR_N_RESULTS, BenchResult
 from core.config import MAX_CRITERION_CHARS
 from core.errors import EvidenceError, UserInputError
 from core.ingest.criteria_lists import criteria_lines
 from core.outputs.quality import StrategyComparison, StrategyRun
-from core.relevance import GRADE_LABELS, METRICS, ChoiceResult, deltas
+from core.outputs.relevance import GRADE_LABELS, METRICS, ChoiceResult, deltas
 from core.retrieval.strategies import DEFAULT_STRATEGY, STRATEGIES
+from core.review.llm.client import LLMError
+from core.review.verdicts import VerdictStatus
 from dashboard import actions, charts, judging, resources, widgets
 from dashboard.selection import selected_vendor
 from dashboard.styles import COMPLETE_STYLE, INCOMPLETE_STYLE, NONE_STYLE

@@ -6,13 +6,13 @@ import hashlib
 import re
 
 import streamlit as st
-
-from core.answers.llm.client import describe_missing
-from core.answers.verdicts import NO_VERDICT, STALE_REASON
 from core.ingest.rounds.payload import parse_payload
+from core.review.llm.client import describe_missing
+from core.review.verdicts import NO_VERDICT, STALE_REASON
 from dashboard import resources
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import page
+
 from tests.support import payloads
 
 pytest_plugins = ["tests.llm_stub"]
@@ -85,7 +85,7 @@ def test_sizes_in_tokens_and_characters(dashboard_workbench):
     shown = metrics(at)
     tokens = int(shown["Context: tokens"])
     assert tokens > 0
-    assert tokens == dashboard_workbench.count_tokens(trace.context)
+    assert tokens == dashboard_workbench.embedder.count_tokens(trace.context)
     assert int(shown["Prompt: tokens"]) > tokens
     assert int(shown["Context: characters"]) == len(trace.context)
     assert any("fake-bag-of-words" in c.value and "tokenizer" in c.value for c in at.caption)
@@ -202,5 +202,5 @@ def test_a_failing_endpoint_is_one_sentence_and_stores_nothing(dashboard_workben
     assert "Traceback" not in error.value
     assert not at.success
     assert NO_VERDICT in shown_text(at)
-    status = dashboard_workbench_llm.verdict_status("acme", AES_CRITERION, "precedence")
+    status = dashboard_workbench_llm.verdicts.latest("acme", AES_CRITERION, "precedence")
     assert status.verdict is None

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
 
-from streamlit.testing.v1 import AppTest
-
 from core.ingest.rounds.payload import parse_payload
 from dashboard import resources
 from dashboard.views.decisions import NO_DECISION
 from dashboard.views.overview import WAIVER_NEEDS_DATE
+from streamlit.testing.v1 import AppTest
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import DASHBOARD, page
+
 from tests.support import payloads
 
 TLS_CRITERION = "Does the vendor encrypt data in transit using TLS 1.2 or higher?"

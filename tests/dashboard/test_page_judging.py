@@ -8,9 +8,8 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from core.errors import UserInputError
-from core.relevance import Judgments, context_ranking, excerpt_sha
+from core.outputs.relevance import Judgments, context_ranking, excerpt_sha
 from core.retrieval.strategies import STRATEGIES
 from dashboard import judging
 from tests.conftest import AES_CRITERION

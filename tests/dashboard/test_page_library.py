@@ -10,11 +10,11 @@ from datetime import datetime
 
 import openpyxl
 import pytest
-
 from tests.conftest import AES_CRITERION, SAMPLE_DATA
 from tests.dashboard.conftest import page
-from tests.support import payloads
 from tests.support.snapshot import assert_unchanged, store_snapshot
+
+from tests.support import payloads
 
 POLICY = (b"# Key rotation policy\n\nAll customer data keys are rotated every 90 days. "
           b"Rotation is logged and reviewed by the security team.\n")

@@ -11,7 +11,6 @@ import json
 import openpyxl
 import pytest
 import streamlit as st
-
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import page
 

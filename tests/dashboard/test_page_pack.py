@@ -7,7 +7,6 @@ import json
 
 import pytest
 import streamlit as st
-
 from core.criteria import CriterionEntry
 from core.outputs.report import CriterionPack, EvidencePack, build_pack
 from tests.conftest import AES_CRITERION

@@ -7,17 +7,17 @@ import json
 import re
 
 import pytest
-
-from core.answers.llm.client import describe_missing
 from core.ingest.rounds.payload import parse_payload
 from core.outputs.quality import StrategyComparison, StrategyRun
 from core.retrieval.strategies import STRATEGIES as LIVE_STRATEGIES
+from core.review.llm.client import describe_missing
 from dashboard import resources
 from dashboard.views import quality
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import empty_results_folder, page
-from tests.support import payloads
 from tests.support.bench_results import SHARES, STRATEGIES, bench_result, write_results
+
+from tests.support import payloads
 
 pytest_plugins = ["tests.llm_stub"]
 

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from core.answers.conversation.continuation import subject_words
-from core.answers.conversation.models import HistoryMessage
-from core.answers.conversation.store import Conversations
 from core.retrieval.fusion import reciprocal_rank_fusion
+from core.review.conversation.continuation import subject_words
+from core.review.conversation.models import HistoryMessage
+from core.review.conversation.store import Conversations
 
 
 def _key(message: HistoryMessage) -> str:

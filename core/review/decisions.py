@@ -23,10 +23,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from core.answers.contradictions import find_contradictions
-from core.answers.verdicts import VerdictStatus, prompt_sha256
 from core.errors import UserInputError
 from core.models import RetrievalTrace, by_round
+from core.review.contradictions import find_contradictions
+from core.review.verdicts import VerdictStatus, prompt_sha256
 from core.store import EvidenceStore
 
 DecisionStatus = Literal["met", "partially_met", "not_met", "no_evidence", "waived"]

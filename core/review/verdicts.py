@@ -3,7 +3,7 @@ structured answer checked against what the prompt held, and kept per vendor besi
 evidence.
 
 A verdict quotes, for each source it relies on, the exact words it relies on. Every quote is
-checked against the prompt (`core.answers.llm.quotes`): a verdict with a quote that is not
+checked against the prompt (`core.review.llm.quotes`): a verdict with a quote that is not
 the words of the source it names, a cited round without a quote, or a MET or NOT_MET without
 any quote is unverified, and counts as INCONCLUSIVE wherever verdicts are summed up; the
 model's own verdict stays shown as it said it. A verdict stored before verdicts quoted was
@@ -18,14 +18,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field, field_validator
 
-from core.answers.llm.client import LLMClient, LLMError, describe_missing
-from core.answers.llm.quotes import (
+from core.config import Settings
+from core.errors import UserInputError
+from core.hashing import short_hash
+from core.models import RetrievalTrace
+from core.retrieval.strategies import DEFAULT_STRATEGY
+from core.review.llm.client import LLMClient, LLMError, describe_missing
+from core.review.llm.quotes import (
     CheckedQuote,
     QuoteCheck,
     SourceKind,
@@ -34,11 +39,6 @@ from core.answers.llm.quotes import (
     check_quotes,
     prompt_sources,
 )
-from core.config import Settings
-from core.errors import UserInputError
-from core.hashing import short_hash
-from core.models import RetrievalTrace
-from core.retrieval.strategies import DEFAULT_STRATEGY
 from core.store import EvidenceStore, Where
 
 VerdictValue = Literal["MET", "NOT_MET", "INCONCLUSIVE"]
@@ -257,6 +257,13 @@ class Assessor:
             rests_on=checked.rests_on)
         verdicts.save(verdict, raw)
         return verdict
+
+    def assessed(self, vendor_id: str, pairs: Iterable[tuple[str, str]]
+                 ) -> set[tuple[str, str]]:
+        """Which (criterion hash, strategy) pairs have a stored verdict; needs no model and
+        retrieves nothing."""
+        stored = VerdictStore(self.store, vendor_id)
+        return {pair for pair in pairs if stored.for_criterion(*pair)}
 
     def latest(self, vendor_id: str, criterion: str, strategy: str = DEFAULT_STRATEGY
                ) -> VerdictStatus:

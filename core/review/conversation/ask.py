@@ -15,8 +15,14 @@ from datetime import UTC, datetime
 import numpy as np
 from pydantic import BaseModel, Field
 
-from core.answers.conversation import answer as answers
-from core.answers.conversation.anchoring import (
+from core.criteria import check_question
+from core.hashing import criterion_hash
+from core.models import Candidate
+from core.retrieval import qa
+from core.retrieval.source import CandidateSource, Query
+from core.retrieval.stages import Timings
+from core.review.conversation import answer as answers
+from core.review.conversation.anchoring import (
     AnchoredSearch,
     WithQuestionAsAsked,
     anchor_boost,
@@ -24,23 +30,17 @@ from core.answers.conversation.anchoring import (
     describe,
     document_weights,
 )
-from core.answers.conversation.continuation import (
+from core.review.conversation.continuation import (
     Closeness,
     decide,
     expanded_query,
     known_words,
     leans_on_words,
 )
-from core.answers.conversation.history import merge_history
-from core.answers.conversation.models import AnswerEvidence, AskTurn, Continuation, HistoryMessage
-from core.answers.conversation.store import Conversations, new_conversation_id
-from core.answers.llm.client import LLMClient, LLMError
-from core.criteria import check_question
-from core.hashing import criterion_hash
-from core.models import Candidate
-from core.retrieval import qa
-from core.retrieval.source import CandidateSource, Query
-from core.retrieval.stages import Timings
+from core.review.conversation.history import merge_history
+from core.review.conversation.models import AnswerEvidence, AskTurn, Continuation, HistoryMessage
+from core.review.conversation.store import Conversations, new_conversation_id
+from core.review.llm.client import LLMClient, LLMError
 from core.services import Services
 from core.store import VendorEvidence
 from core.trace.context import quoted

@@ -1,58 +1,8 @@
 """Contradictions a reviewer should see, found without a language model: answers to one
 criterion (or one questionnaire id) that disagree across follow-up rounds, and the newest
-answer where it disagrees with a document excerpt in the criterion's context.
-
-Follow-ups are grouped by questionnaire id; those without one are taken as answering the one
-criterion the trace is about, and answers to different ids are never compared. Within a group
-each round is compared with the latest earlier round that states something comparable, so a
-round that is silent on a point is passed over; a disagreement already reported for the same
-two values (a vendor going back and forth) is reported once, at its newest occurrence. The
-newest round of each group is also compared with every document excerpt (not with follow-ups
-shown as excerpts) for algorithms, key lengths, protocol versions and periods; documents rarely
-answer yes or no, and their other figures seldom speak of the same thing as the answer.
-
-Every rule errs towards silence, since a false alarm costs a reviewer more than a missed one:
-
-- yes_no: the answer's leading Yes, Y or True against a leading No, N or False (typography,
-  case and punctuation aside). "Not applicable" (N/A, NA) neither affirms nor denies, so it is
-  no flip with either and is passed over: a Yes before it and a No after it are still a flip.
-  A leading No or N must be followed by punctuation or the end ("No data is kept" is not an
-  answer), and "Yes/No" left as written is no answer. Without questionnaire ids, two answers
-  are compared only when they answer the same question (worded alike, with the same figures
-  and the same negation): the rounds of one criterion often ask different questions, and "No"
-  to "Is TLS 1.0 still accepted?" agrees with "Yes" to "Is TLS 1.2 required?".
-- period: a span of time in minutes, hours, days, weeks, months, quarters or years, in figures
-  or words, made days so that "annually", "every 12 months", "once a year" and "every 365
-  days" are equal (within 5 %). A recurrence ("every 90 days", "quarterly", "twice a year",
-  "annual") is compared only with a recurrence, a duration ("kept for 13 months", "a 72-hour
-  deadline") only with a duration, and business or working days only with business days:
-  "quarterly" access reviews do not contradict access records kept "3 years".
-- number: a figure with a unit that is not time: percent, characters, attempts.
-- A period or number is compared only with one stated the same way: exact with exact, a lower
-  bound ("at least", "minimum", "or more") with a lower bound, an upper bound ("within", "at
-  most", "up to", "no later than") with an upper bound. It is compared only with one about the
-  same thing: the same subjects named in its clause (with an answer's question), among them
-  an activity such as rotation, review, testing or retention ("key rotation", "log
-  retention"); an answer whose clause and question name no activity is compared only with
-  answers to the same question. Each side must state one value for that subject, and a text
-  giving several different figures of one sort (two durations, two percentages) is not read
-  for them, since which figure is about what cannot be told reliably.
-- algorithm: two texts that name algorithms of the same role (symmetric cipher, public key,
-  hash, password hash) and no algorithm of that role in common, such as AES against 3DES.
-  "SHA-2" is in common with SHA-256; a hash inside a password hash or an HMAC is not a hash's
-  role. "RSA SecurID" and the like are not RSA.
-- key_length: AES's (128, 192, 256) and RSA's (1024 and up) key lengths, written AES-256,
-  AES256, "256-bit AES" or "RSA keys of 2048 bits"; a bare "256-bit key" or "256-bit
-  encryption" is read as AES's, a bare "2048-bit key" as RSA's. Flagged when the two texts give
-  lengths for the same algorithm and none in common.
-- protocol_version: SSL 2.0 and 3.0, TLS 1.0 to 1.3. A text's lowest version is the lowest it
-  names as in use; an explicit minimum is one written "TLS 1.2 or higher", "at least", "minimum",
-  "only" or "1.2+". Flagged when both state an explicit minimum and they differ, or when one
-  states a minimum and the other names a lower version in use. Two texts with no explicit
-  minimum are not compared ("TLS 1.3 for the API" and "TLS 1.2 for the website" both hold).
-- Algorithms, key lengths, versions and figures in a clause that negates or retires them (not,
-  no, never, disabled, deprecated, replaced, migrated, previously, until...) are not read: "TLS
-  1.0 and 1.1 are disabled" names no version in use."""
+answer where it disagrees with a document excerpt in the criterion's context. Every rule errs
+towards silence, since a false alarm costs a reviewer more than a missed one; the rules in
+full are in docs/review.md."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -33,9 +33,10 @@ from core.config import Settings
 from core.criteria import CriterionEntry, check_criterion
 from core.errors import UserInputError
 from core.hashing import criterion_hash, fold_typography, normalize_text
-from core.models import RetrievalTrace
+from core.models import FollowupHit, RetrievalTrace
 from core.outputs.quality import expected_followups, ids_in_context
 from core.retrieval.strategies import STRATEGIES, get_strategy
+from core.review.llm.client import LLMClient
 from core.store import EvidenceStore
 
 GRADES = (0, 1, 2, 3)
@@ -326,11 +327,23 @@ class ChoiceResult:
                 "linked_in_context": round(sum(linked) / len(linked), 6) if linked else None}
 
 
-def evaluate(workbench: Any, vendor_id: str, criteria: Sequence[CriterionEntry],
+class JudgedReader(Protocol):
+    """What the relevance lab reads: retrievals and linked answers, under other settings too."""
+
+    settings: Settings
+    store: EvidenceStore
+
+    def retrieve(self, vendor_id: str, criterion: str, strategy: str = ...,
+                 questionnaire_ids: Sequence[str] = ...) -> RetrievalTrace: ...
+
+    def linked_followups(self, vendor_id: str, criterion: str) -> list[FollowupHit]: ...
+
+    def with_settings(self, settings: Settings) -> JudgedReader: ...
+
+
+def evaluate(workbench: JudgedReader, vendor_id: str, criteria: Sequence[CriterionEntry],
              choices: Sequence[Choice], judgments: Sequence[Judgment]) -> list[ChoiceResult]:
     """Each choice's metrics per criterion, on the judgments given (a person's only)."""
-    from core.workbench import Workbench
-
     graded: dict[str, dict[str, int]] = {}
     sources: dict[tuple[str, str], Judgment] = {}
     for j in judgments:
@@ -340,12 +353,8 @@ def evaluate(workbench: Any, vendor_id: str, criteria: Sequence[CriterionEntry],
     results = []
     for choice in choices:
         get_strategy(choice.strategy)
-        bench = workbench
-        if choice.settings:
-            reranker, reranker_status = workbench.reranker()
-            bench = Workbench(settings_with(workbench.settings, choice.settings),
-                              embedder=workbench.embedder, reranker=reranker,
-                              reranker_status=reranker_status)
+        bench = (workbench.with_settings(settings_with(workbench.settings, choice.settings))
+                 if choice.settings else workbench)
         rows = []
         for entry in criteria:
             trace = bench.retrieve(vendor_id, entry.text, choice.strategy,
@@ -468,7 +477,7 @@ def suggestion_prompt(criterion: str, texts: Sequence[str]) -> str:
             "not help decide; 0 not about it.\n\nExcerpts:\n\n" + listed)
 
 
-def suggest_grades(workbench: Any, client: Any, vendor_id: str, criterion: str,
+def suggest_grades(workbench: JudgedReader, client: LLMClient, vendor_id: str, criterion: str,
                    strategies: Sequence[str]) -> list[Judgment]:
     """A language model's grades for the excerpts of the criterion's contexts (every
     strategy's) that no person has judged, kept apart from a person's (judged_by "model")

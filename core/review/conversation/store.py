@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from core.answers.conversation.models import AskTurn, ConversationSummary, HistoryMessage
 from core.errors import UserInputError
+from core.review.conversation.models import AskTurn, ConversationSummary, HistoryMessage
 from core.store import EvidenceStore, Where
 from core.store.conversations import ConversationRecords
 

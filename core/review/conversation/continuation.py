@@ -35,7 +35,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.answers.conversation.models import Continuation, DecisionPart
+from core.review.conversation.models import Continuation, DecisionPart
 
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\u2019-]*|[,;:]")
 _WORD = re.compile(r"[a-z0-9][a-z0-9'-]*")

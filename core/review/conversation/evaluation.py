@@ -20,15 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from core.answers.conversation.continuation import (
+from core.config import Settings
+from core.errors import UserInputError
+from core.review.conversation.continuation import (
     carried_words,
     needs_conversation,
     stem,
     subject_words,
 )
-from core.answers.conversation.models import AskTurn
-from core.config import Settings
-from core.errors import UserInputError
+from core.review.conversation.models import AskTurn
 
 LABELLED_TURNS = Path(__file__).resolve().parents[3] / "sample_data" / "conversations" / (
     "labelled_turns.json")
@@ -134,7 +134,7 @@ def evaluate(workbenches: dict[str, Asker], labelled: list[LabelledTurn]
     """Ask every conversation of the set (with the first workbench's settings, stored), then
     re-run each later turn with every anchoring form: continuations as asked, topic shifts
     anchored to the previous answer's documents as if the detector had erred."""
-    from core.answers.conversation.anchoring import anchor_boost, document_weights
+    from core.review.conversation.anchoring import anchor_boost, document_weights
 
     main = next(iter(workbenches.values()))
     result = ConversationEvaluation(turns=len(labelled),

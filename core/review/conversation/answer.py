@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from core.answers.conversation.models import AnswerEvidence, AskTurn
 from core.models import FollowupHit
+from core.review.conversation.models import AnswerEvidence, AskTurn
 from core.trace.context import one_line, quoted, source_label
 
 NOT_GENERATED = ("No language model is configured, so nothing below was generated: these are "

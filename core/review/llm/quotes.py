@@ -1,47 +1,8 @@
 """What a language model quotes from the prompt it was shown, checked: each quote must be the
-very words of the source it names, and each source is either the vendor's own statement or
-independently attested.
-
-How a quote is compared with its source: both have their typography folded
-(`core.hashing.fold_typography`: curly quotes, dashes, non-breaking and other Unicode spaces,
-ligatures), are case-folded and have every run of white space collapsed to one space; quote
-marks and an ellipsis around the whole quote are dropped. The quote must then occur in the
-source's text as the prompt shows it, starting and ending on whole words: "encrypted at rest"
-is not found in "unencrypted at rest", nor "compliant with ISO 27001" in "non-compliant with
-ISO 27001", nor "s data" in "vendor's data" (an apostrophe or a hyphen between two letters is
-inside a word; so is a dash written without spaces, so a quote cannot start inside
-"data—including"). A quote of fewer than `MIN_QUOTE_WORDS` words or `MIN_QUOTE_CHARS`
-characters (folded; a word holds a letter or digit, so "| - |" is none) is never verified: so
-short a span shows nothing.
-
-Which words belong to which source: a round's are the vendor's response in that round (not
-the question it answered); a document's are its excerpt. A quote names its source as the
-prompt heads it, "Round 3" or "Document 2", or by the document's label or file name. A quote
-found elsewhere in the prompt than in the source it names is not verified either: it is
-attributed to the wrong source.
-
-How a source's kind is decided (`source_kind`), from its name (file name, section and label)
-and, for a SOC report, from the excerpt's words. The default is the vendor's statement: only
-a document whose name says it is an independent attestation counts as attested.
-- A follow-up response, or an excerpt that is one, is the vendor's statement, whatever it
-  says about audits or certificates.
-- A name that says the vendor wrote it is the vendor's statement: "self" (self-assessment,
-  self-attestation), "internal" (internal audit), a bridge letter, management's assertion or
-  response, and a policy, plan, procedure, standard, programme, guideline, overview, roadmap,
-  FAQ or white paper (a certificate-management policy is not a certificate).
-- A SOC 1, 2 or 3 report (also SSAE 16/18, ISAE 3402/3000) is attested where the excerpt is in
-  the service auditor's voice ("in our opinion", "we have examined", "our tests", "no
-  exceptions noted"...), and the vendor's statement elsewhere: management's assertion, the
-  system description and the cover a vendor prepares are the vendor's words. An excerpt that
-  holds both counts as attested.
-- A certificate ("certificate", "cert", "certification" in the name: an ISO 27001 certificate,
-  a certificate of registration) is attested.
-- A penetration test's attestation ("pentest", "pen test" or "penetration test" with
-  "attestation", "letter", "third party" or "independent" in the name) is attested.
-- Any other attestation: "attestation", "AOC" (a PCI DSS attestation of compliance), an
-  auditor's report, opinion or letter, an independent audit or assessment.
-- Anything else is the vendor's statement; a third party's document whose name does not say
-  what it is counts as the vendor's until it is named for what it is."""
+very words of the source it names (typography, case and white space folded; whole words only),
+and each source is either the vendor's own statement or independently attested (judged from
+its name, and a SOC report's excerpt from the auditor's voice). The rules in full are in
+docs/review.md."""
 
 from __future__ import annotations
 

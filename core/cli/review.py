@@ -53,7 +53,7 @@ def ask(
     if output_format is AskFormat.json:
         _emit(turn.model_dump(mode="json"))
         return
-    from core.answers.conversation.answer import turn_text
+    from core.review.conversation.answer import turn_text
 
     typer.echo(turn_text(turn))
 
@@ -113,8 +113,8 @@ def assess(
     """Send each criterion's prompt (as `retrieve --format prompt` prints it) to the
     configured language model and print its verdict; verdicts are kept in the store, and a
     prompt already answered is not sent again."""
-    from core.answers.llm.client import describe_missing
     from core.retrieval.strategies import get_strategy
+    from core.review.llm.client import describe_missing
 
     get_strategy(strategy)
     criteria = _criteria(criterion, criteria_file)
@@ -124,8 +124,8 @@ def assess(
         raise UserInputError(missing)
     workbench = _workbench(ctx)
     for entry in criteria:
-        verdict = workbench.assess(vendor, entry.text, strategy, refresh=refresh,
-                                   criterion_id=entry.id)
+        verdict = workbench.verdicts.assess(vendor, entry.text, strategy, refresh=refresh,
+                                            criterion_id=entry.id)
         _emit(verdict.to_json_dict())
 
 

@@ -1,6 +1,0 @@
-"""An optional OpenAI-compatible language model: one client, one error type, and the check of
-what a model quotes against the prompt it was shown (`core.answers.llm.quotes`)."""
-
-from core.answers.llm.client import LLMClient, LLMError, describe_missing, strict_json_schema
-
-__all__ = ["LLMClient", "LLMError", "describe_missing", "strict_json_schema"]
