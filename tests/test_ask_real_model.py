@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from core.config import Settings
 from core.ingest.sample import ingest_sample
 from core.review.conversation.evaluation import evaluate, load_labelled

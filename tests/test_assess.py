@@ -9,6 +9,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
+
 from core.errors import UserInputError
 from core.review.llm.client import LLMError
 from core.review.verdicts import VerdictAnswer
@@ -16,7 +17,6 @@ from core.store import verdicts_collection_name
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
-
 from tests.support import payloads
 
 pytest_plugins = ["tests.llm_stub"]
@@ -32,11 +32,6 @@ ANSWER = {"verdict": "NOT_MET",
           "cited_rounds": [1, 3]}
 
 
-def round_payload(round_number: int, answer: str, vendor: str = VENDOR) -> dict:
-    return payloads.round_payload(
-        round_number, [payloads.response(AES_CRITERION, answer, AES_CRITERION)], vendor=vendor)
-
-
 def seed_vendor(bench: Workbench, folder: Path, vendor: str = VENDOR) -> None:
     """A document and two rounds, round 3 contradicting round 1 on the AES criterion."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -44,8 +39,9 @@ def seed_vendor(bench: Workbench, folder: Path, vendor: str = VENDOR) -> None:
         "# Encryption\n\nProduction databases encrypt data at rest using AES-256.\n",
         encoding="utf-8")
     bench.ingest_documents(vendor, [folder])
-    bench.ingest_questionnaire(round_payload(1, ROUND_1, vendor))
-    bench.ingest_questionnaire(round_payload(3, ROUND_3, vendor))
+    for number, answer in ((1, ROUND_1), (3, ROUND_3)):
+        bench.ingest_questionnaire(payloads.one_answer(number, answer, criterion=AES_CRITERION,
+                                                       vendor=vendor))
 
 
 def with_llm(workbench: Workbench, llm_stub, **overrides) -> Workbench:
@@ -146,8 +142,9 @@ def test_status_needs_no_model_and_a_new_round_makes_the_verdict_stale(seeded, b
     assert status.stale is False and status.stale_reason is None
     assert status.current_prompt_sha256 == given.prompt_sha256
 
-    seeded.ingest_questionnaire(round_payload(4, "All data at rest, archive included, is now "
-                                                 "encrypted with AES-256."))
+    seeded.ingest_questionnaire(payloads.one_answer(
+        4, "All data at rest, archive included, is now encrypted with AES-256.",
+        criterion=AES_CRITERION))
     status = seeded.verdicts.latest(VENDOR, AES_CRITERION)
     assert status.stale is True
     assert status.verdict.prompt_sha256 == given.prompt_sha256

@@ -8,15 +8,16 @@ import csv
 import json
 
 import pytest
+from openpyxl import load_workbook
+
 from core.cli import main
 from core.hashing import criterion_hash
 from core.workbench import Workbench
-from openpyxl import load_workbook
 from tests.conftest import SAMPLE_DATA
 from tests.fakes import point_the_command_at
-from tests.support.snapshot import store_snapshot
-
+from tests.support.cli import error_message
 from tests.support.cli import run_json as run
+from tests.support.snapshot import store_snapshot
 
 pytest_plugins = ["tests.llm_stub"]
 
@@ -36,12 +37,6 @@ def cli(workbench: Workbench, monkeypatch):
             sorted((folder / "questionnaires").glob("round_*.json")))))
     point_the_command_at(workbench, monkeypatch)
     return workbench
-
-
-def one_error(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("evidence: error: "), err
-    return lines[0].removeprefix("evidence: error: ")
 
 
 def test_the_sample_spreadsheet_round_ingests_and_links_a_pasted_criterion(cli, capsys):
@@ -81,7 +76,7 @@ def test_a_spreadsheet_refusal_names_sheet_row_and_column_and_writes_nothing(
     code, lines, err = run(capsys, "ingest", "questionnaire", str(tmp_path / "round_2.xlsx"),
                            "--vendor", "acme", "--round", "6")
     assert (code, lines) == (2, [])
-    assert one_error(err) == (f"{tmp_path / 'round_2.xlsx'}, sheet Answers, row 13, column "
+    assert error_message(err) == (f"{tmp_path / 'round_2.xlsx'}, sheet Answers, row 13, column "
                               "Answer: the answer is blank.")
     assert store_snapshot(cli) == before
 
@@ -90,10 +85,10 @@ def test_spreadsheet_options_are_required_for_a_spreadsheet_and_refused_for_json
                                                                                    tmp_path):
     sheet = SAMPLE_DATA / "vendors" / "northwind" / "questionnaires" / "round_4.xlsx"
     code, _, err = run(capsys, "ingest", "questionnaire", str(sheet), "--vendor", "northwind")
-    assert code == 2 and "give --vendor and --round" in one_error(err)
+    assert code == 2 and "give --vendor and --round" in error_message(err)
     payload = SAMPLE_DATA / "vendors" / "acme" / "questionnaires" / "round_2.json"
     code, _, err = run(capsys, "ingest", "questionnaire", str(payload), "--round", "3")
-    assert code == 2 and one_error(err).startswith("--round applies only to .csv and .xlsx")
+    assert code == 2 and error_message(err).startswith("--round applies only to .csv and .xlsx")
 
 
 def test_criteria_spreadsheet_ids_are_echoed_in_every_json_line(cli, capsys, tmp_path):
@@ -148,20 +143,20 @@ def test_draft_refusals_write_no_file(cli, capsys, tmp_path):
     out = tmp_path / "draft.docx"
     code, _, err = run(capsys, "questionnaire", "draft", "--vendor", "acme", "--criterion",
                        PEN_TEST, "--round", "6", "--output", str(out))
-    assert code == 2 and ".docx" in one_error(err) and not out.exists()
+    assert code == 2 and ".docx" in error_message(err) and not out.exists()
     code, _, err = run(capsys, "questionnaire", "draft", "--vendor", "nobody", "--criterion",
                        PEN_TEST, "--round", "1", "--output", str(tmp_path / "d.xlsx"))
-    assert code == 2 and "nobody" in one_error(err) and not (tmp_path / "d.xlsx").exists()
+    assert code == 2 and "nobody" in error_message(err) and not (tmp_path / "d.xlsx").exists()
     code, _, err = run(capsys, "questionnaire", "draft", "--vendor", "acme", "--criterion",
                        PEN_TEST, "--round", "0", "--output", str(tmp_path / "d.xlsx"))
-    assert code == 2 and "--round" in one_error(err)
+    assert code == 2 and "--round" in error_message(err)
 
 
 def test_assess_without_an_endpoint_says_which_setting_to_set(cli, capsys):
     before = store_snapshot(cli)
     code, lines, err = run(capsys, "assess", "--vendor", "acme", "--criterion", PEN_TEST)
     assert (code, lines) == (2, [])
-    assert "EVIDENCE_LLM_BASE_URL" in one_error(err) and "EVIDENCE_LLM_MODEL" in err
+    assert "EVIDENCE_LLM_BASE_URL" in error_message(err) and "EVIDENCE_LLM_MODEL" in err
     assert store_snapshot(cli) == before
 
 
@@ -195,7 +190,7 @@ def test_assess_refuses_an_answer_outside_the_schema_in_one_sentence(
                       "cited_rounds": []})
     code, lines, err = run(capsys, "assess", "--vendor", "acme", "--criterion", PEN_TEST)
     assert (code, lines) == (1, [])
-    assert "does not match the schema" in one_error(err)
+    assert "does not match the schema" in error_message(err)
     assert cli.verdicts.latest("acme", PEN_TEST).verdict is None
 
 
@@ -212,4 +207,4 @@ def test_report_writes_the_evidence_pack_in_each_format(cli, capsys, tmp_path):
     assert len(records) == 13
     code, _, err = run(capsys, "report", "--vendor", "acme", "--criterion", PEN_TEST,
                        "--output", str(tmp_path / "missing" / "pack.md"))
-    assert code == 2 and "does not exist" in one_error(err)
+    assert code == 2 and "does not exist" in error_message(err)

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from core.config import Settings
 from core.models import DOCUMENT_SOURCE_TYPE, FOLLOWUP_SOURCE_TYPE
 from core.reports import VendorStatus
@@ -51,9 +52,8 @@ from tests.chroma_server import ChromaServer
 from tests.conftest import AES_CRITERION
 from tests.dashboard.test_app import PAGES
 from tests.fakes import FakeEmbedder, FakeReranker
-from tests.support.store import get_all, read_manifest
-
 from tests.support import payloads
+from tests.support.store import get_all, read_manifest
 
 VENDOR = "acme"
 _COMPILING = threading.RLock()
@@ -103,7 +103,9 @@ def document_text(name: str, version: int, chunks: int) -> str:
         for part in range(1, chunks + 1))
 
 
-def round_payload(round_number: int, edition: int) -> dict[str, Any]:
+def edition_round(round_number: int, edition: int) -> dict[str, Any]:
+    """Round `round_number` of the vendor as sent for the `edition`th time: every answer says
+    which, so a reader can tell the editions apart."""
     linked = payloads.numbered(
         LINKED_PER_ROUND, "Question {i} on encryption of data at rest",
         "Round {round} edition {edition} answer {i}: AES-256.", criterion=AES_CRITERION, start=1,
@@ -165,7 +167,7 @@ class Writer:
         return write
 
     def round(self, round_number: int, edition: int) -> Callable[[], Any]:
-        return lambda: self.bench.ingest_questionnaire(round_payload(round_number, edition))
+        return lambda: self.bench.ingest_questionnaire(edition_round(round_number, edition))
 
     def setup(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -467,7 +469,7 @@ def two_benches(tmp_path) -> tuple[Workbench, Workbench]:
     for name, chunks in (("stable.txt", 4), ("policy-a.txt", 3)):
         (folder / name).write_text(document_text(name, 1, chunks), encoding="utf-8")
     reader.ingest_documents(VENDOR, [folder])
-    reader.ingest_questionnaire(round_payload(1, 1))
+    reader.ingest_questionnaire(edition_round(1, 1))
     writer = Workbench(settings, embedder=FakeEmbedder(), reranker=FakeReranker())
     return reader, writer
 
@@ -481,7 +483,7 @@ def test_a_retrieval_between_a_rounds_links_and_its_responses_sees_it_as_before(
     reader, writer_bench = two_benches
     for strategy in STRATEGY_NAMES:  # links and lexical index read at the state before
         reader.retrieve(VENDOR, AES_CRITERION, strategy)
-    writer = PausedRoundWriter(writer_bench, round_payload(round_number, edition))
+    writer = PausedRoundWriter(writer_bench, edition_round(round_number, edition))
     writer.thread.start()
     try:
         assert writer.links_written.wait(timeout=120)
@@ -506,7 +508,7 @@ def test_a_retrieval_during_which_a_round_is_written_sees_it_absent_or_whole(
     The trace shows the round whole or not at all, in its linked path and its first stage
     alike: a retrieval whose generation changed while it ran runs again."""
     reader, writer_bench = two_benches
-    writer = PausedRoundWriter(writer_bench, round_payload(round_number, edition))
+    writer = PausedRoundWriter(writer_bench, edition_round(round_number, edition))
     read_links = reader.runner.read_links
     calls = []
 
@@ -615,6 +617,7 @@ def sample_workbench(tmp_path: Path) -> Workbench:
 def drive_session(session: Session, other: Session, expected: dict[str, str]) -> list[str]:
     """The app frame, then every page PASSES_OVER_PAGES times; what the session saw wrong."""
     from streamlit.testing.v1 import AppTest
+
     from tests.dashboard.conftest import DASHBOARD
 
     at = AppTest.from_file(str(DASHBOARD / "app.py"), default_timeout=300)
@@ -664,6 +667,7 @@ def page_problems(at: Any, path: str, session: Session, other: Session,
 def test_two_dashboard_sessions_at_once_each_see_their_own_selection(
         tmp_path, monkeypatch, one_server_for_two_sessions):
     import streamlit as st
+
     from core.ingest.criteria_lists import load_criteria
     from dashboard import resources
 
@@ -727,8 +731,9 @@ def test_a_session_arriving_during_first_start_indexing_waits_for_all_of_it(
     for a ready one (losing its vendor, which is not indexed yet): it must see the store as
     one complete indexing leaves it, and the store must end up exactly so."""
     import streamlit as st
-    from dashboard import first_start, resources
     from streamlit.testing.v1 import AppTest
+
+    from dashboard import first_start, resources
     from tests.dashboard.conftest import DASHBOARD
 
     reference = {s.vendor_id: contract_status(s)
@@ -797,7 +802,7 @@ def open_store_at_once(settings: Settings) -> list[str]:
         try:
             bench = Workbench(settings, embedder=FakeEmbedder(), reranker=FakeReranker())
             start.wait()
-            payload = {**round_payload(1, 1), "vendor_id": f"vendor-{index}"}
+            payload = {**edition_round(1, 1), "vendor_id": f"vendor-{index}"}
             assert bench.ingest_questionnaire(payload).indexed_count == 4
             [status] = bench.status(f"vendor-{index}")
             assert status.followup_responses == 4, status
@@ -857,10 +862,11 @@ def test_eight_dashboard_sessions_against_one_server_while_rounds_land(
     and those begun when it ended, each answer whole. The other vendor's sessions never see
     an acme round. The p95 page time is printed."""
     import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
     from core.ingest.criteria_lists import load_criteria
     from core.ingest.sample import ingest_sample
     from dashboard import resources
-    from streamlit.testing.v1 import AppTest
     from tests.conftest import SAMPLE_DATA
     from tests.dashboard.conftest import DASHBOARD
 

@@ -4,6 +4,7 @@ reason, whether a question needs the conversation, and the query expansion."""
 from __future__ import annotations
 
 import pytest
+
 from core.review.conversation.continuation import (
     Closeness,
     carried_words,
@@ -13,6 +14,7 @@ from core.review.conversation.continuation import (
     needs_conversation,
     subject_words,
 )
+from tests.support.sentences import one_sentence
 
 CLOSE = Closeness(previous=0.55, store=0.58)
 FAR = Closeness(previous=0.20, store=0.61)
@@ -93,7 +95,7 @@ def test_every_reason_is_one_sentence():
                      "Is training required?", "And removed?"]:
         for closeness in (CLOSE, FAR, None):
             reason = rule(question, closeness).reason
-            assert "\n" not in reason and reason.endswith(".") and reason.count(". ") == 0
+            assert one_sentence(reason), reason
 
 
 @pytest.mark.parametrize(("question", "part"), [

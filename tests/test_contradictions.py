@@ -4,10 +4,11 @@ criterion disagree across rounds, or the newest answer disagrees with a document
 from __future__ import annotations
 
 import pytest
-from core.models import FOLLOWUP_SOURCE_TYPE, Candidate, FollowupHit
-from core.review.contradictions import Contradiction, find_contradictions, leading_yes_no
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from core.models import FOLLOWUP_SOURCE_TYPE, Candidate, FollowupHit
+from core.review.contradictions import Contradiction, find_contradictions, leading_yes_no
 from tests.conftest import AES_CRITERION
 
 ROTATION = "How often are encryption keys rotated?"

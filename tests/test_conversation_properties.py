@@ -42,6 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
 from core.models import FollowupHit
 from core.review.conversation.answer import (
     ANSWER_SYSTEM,
@@ -66,9 +69,10 @@ from core.review.conversation.models import (
 )
 from core.review.conversation.store import Conversations
 from core.workbench import Workbench
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
 from tests.fakes import FakeEmbedder, FakeReranker, point_the_command_at
+from tests.support.cli import json_lines
+from tests.support.cli import run_main as run
+from tests.support.payloads import round_payload
 from tests.support.properties import store_examples
 from tests.test_context_properties import (
     HOSTILE_FRAGMENTS,
@@ -76,9 +80,6 @@ from tests.test_context_properties import (
     as_read_in_prompt,
     on_one_line,
 )
-
-from tests.support.cli import run_main as run
-from tests.support.payloads import round_payload
 
 pytest_plugins = ["tests.llm_stub"]
 
@@ -567,11 +568,6 @@ def check_chosen_evidence(bench: Workbench, seeded: Seeded, turn: AskTurn) -> No
             assert e.source == seeded.name and e.text in seeded.document
 
 
-def json_lines(out: str) -> list[dict]:
-    assert out.splitlines() == out.split("\n")[:-1], "a JSON line was broken"
-    return [json.loads(line) for line in out.split("\n")[:-1]]
-
-
 @pytest.fixture
 def cli_bench(settings, monkeypatch) -> Workbench:
     """The store `evidence` commands run in process open, with the fake embedder; the
@@ -589,7 +585,10 @@ def ask_by_command(capsys, vendor: str, question: str, conversation: str | None,
     argv += ["--format", "text"] if text else []
     code, out, err = run(capsys, *argv, "--", question)
     assert code == 0, err
-    return (None if text else AskTurn.model_validate(json_lines(out)[0])), out, err
+    if text:
+        return None, out, err
+    assert out.splitlines() == out.split("\n")[:-1], "a JSON line was broken"
+    return AskTurn.model_validate(json_lines(out, keep=None)[0]), out, err
 
 
 def ask_in_turn(capsys, vendor: str, asked: list[str]) -> tuple[list[AskTurn], str]:

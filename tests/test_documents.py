@@ -7,13 +7,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pypdf import PdfReader
+
 from core.config import Settings
 from core.errors import UserInputError
 from core.models import StoredRecord
 from core.workbench import Workbench
-from pypdf import PdfReader
 from tests.conftest import SAMPLE_DATA
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.sentences import assert_one_sentence
 from tests.support.store import chunk_rows
 
 SAMPLE_PDF = SAMPLE_DATA / "vendors" / "acme" / "documents" / "soc2_type2_excerpt.pdf"
@@ -49,13 +51,6 @@ def raw_records(wb: Workbench, vendor_id: str) -> dict[str, Any]:
 def snapshot(wb: Workbench) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
     status = [s.model_dump() for s in wb.status()]
     return status, {v: chunks(wb, v) for v in wb.vendor_ids()}
-
-
-def one_sentence(exc: pytest.ExceptionInfo, *names: str) -> None:
-    message = str(exc.value)
-    assert "\n" not in message
-    for name in names:
-        assert name in message, f"{name!r} not named in {message!r}"
 
 
 # Chunking ---------------------------------------------------------------------------------
@@ -154,7 +149,7 @@ def test_explicit_unsupported_file_refused(workbench, tmp_path):
     path = write(tmp_path / "notes.odt", "text")
     with pytest.raises(UserInputError) as exc:
         workbench.ingest_documents("acme", [path])
-    one_sentence(exc, str(path))
+    assert_one_sentence(str(exc.value), str(path))
     assert workbench.vendor_ids() == []
 
 
@@ -219,7 +214,7 @@ def test_followup_document_needs_round(workbench, tmp_path):
     path = write(tmp_path / "kms.md", "KMS keys use AES-256-GCM.\n")
     with pytest.raises(UserInputError) as exc:
         workbench.ingest_documents("acme", [path], doc_type="followup_document")
-    one_sentence(exc, "round")
+    assert_one_sentence(str(exc.value), "round")
     assert workbench.vendor_ids() == []
 
 
@@ -241,7 +236,7 @@ def test_round_with_other_types_refused(workbench, tmp_path, doc_type):
     path = write(tmp_path / "policy.md", "Text.\n")
     with pytest.raises(UserInputError) as exc:
         workbench.ingest_documents("acme", [path], doc_type=doc_type, round_number=2)
-    one_sentence(exc, "round")
+    assert_one_sentence(str(exc.value), "round")
     assert workbench.vendor_ids() == []
 
 
@@ -258,7 +253,7 @@ def test_bad_type_refused(workbench, tmp_path, doc_type):
     path = write(tmp_path / "policy.md", "Text.\n")
     with pytest.raises(UserInputError) as exc:
         workbench.ingest_documents("acme", [path], doc_type=doc_type)
-    one_sentence(exc)
+    assert_one_sentence(str(exc.value))
     assert workbench.vendor_ids() == []
 
 
@@ -349,7 +344,7 @@ def test_refused_input_writes_nothing_for_new_vendor(workbench, tmp_path, case):
     good = write(tmp_path / "good" / "fine.md", long_text())
     with pytest.raises(UserInputError) as exc:
         workbench.ingest_documents("acme", [good, *make(tmp_path)])
-    one_sentence(exc, name)
+    assert_one_sentence(str(exc.value), name)
     assert workbench.status() == []
     assert workbench.vendor_ids() == []
 
@@ -363,7 +358,7 @@ def test_refused_input_leaves_existing_vendor_unchanged(workbench, tmp_path, cas
     write(good, long_text(topic="changed text that must not be written"))
     with pytest.raises(UserInputError) as exc:
         workbench.ingest_documents("acme", [good, *make(tmp_path)])
-    one_sentence(exc, name)
+    assert_one_sentence(str(exc.value), name)
     assert snapshot(workbench) == before
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from core.config import Settings
 from core.hashing import criterion_hash
 from core.ingest.writer import document_key
@@ -50,9 +51,8 @@ from core.store.registry import REGISTRY_COLLECTION
 from core.store.scoping import SUFFIX
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
-from tests.support.store import get_all, read_links, read_manifest, with_texts
-
 from tests.support import payloads, warm
+from tests.support.store import get_all, read_links, read_manifest, with_texts
 
 REPO = Path(__file__).resolve().parents[1]
 BATCH = 25  # ChromaDB's own limit is 5461; a small one splits each document into batches
@@ -84,7 +84,9 @@ def document_text(topic: str, sections: int, salt: str, *, filler: int = 60,
 POLICY_SECTIONS, ACCESS_SECTIONS, BADGE_SECTIONS, EXTRA_SECTIONS = 60, 30, 10, 30
 
 
-def round_payload(vendor_id: str, round_number: int, responses: int, answer: str) -> dict:
+def key_round(vendor_id: str, round_number: int, responses: int, answer: str) -> dict:
+    """A round of `responses` answers on key handling, each `answer` numbered; the first two
+    linked to KEY_CRITERION and OTHER_CRITERION."""
     return payloads.round_payload(round_number, payloads.numbered(
         responses, "Question {i}: how are encryption keys handled?",
         "{answer} (response {i}, round {round}).",
@@ -114,11 +116,11 @@ def write_inputs(root: Path) -> None:
     put("docs_big/policy.md",
         document_text("encryption", 120, "big", filler=63, emphasis=3))
     rounds = {
-        "acme_round_1.json": round_payload("acme", 1, 6, "Keys rotate yearly"),
-        "acme_round_2.json": round_payload("acme", 2, 6, "Keys rotate every six months"),
-        "acme_round_2_resent.json": round_payload("acme", 2, 7, "Keys rotate every 90 days"),
-        "acme_round_3.json": round_payload("acme", 3, 5, "Keys rotate monthly"),
-        "northwind_round_1.json": round_payload("northwind", 1, 6, "Keys rotate weekly"),
+        "acme_round_1.json": key_round("acme", 1, 6, "Keys rotate yearly"),
+        "acme_round_2.json": key_round("acme", 2, 6, "Keys rotate every six months"),
+        "acme_round_2_resent.json": key_round("acme", 2, 7, "Keys rotate every 90 days"),
+        "acme_round_3.json": key_round("acme", 3, 5, "Keys rotate monthly"),
+        "northwind_round_1.json": key_round("northwind", 1, 6, "Keys rotate weekly"),
     }
     for name, payload in rounds.items():
         put(f"rounds/{name}", json.dumps(payload))
@@ -132,7 +134,7 @@ def write_inputs(root: Path) -> None:
 # response 2 with a new answer, and a new response 7 linked to KEY_CRITERION.
 # "round_withdraw": by one file holding responses 1 and 2 as they were, nothing new. Both
 # withdraw responses 0 (linked to KEY_CRITERION), 3, 4 and 5.
-ROUND_2 = round_payload("acme", 2, 6, "Keys rotate every six months")
+ROUND_2 = key_round("acme", 2, 6, "Keys rotate every six months")
 NEW_ANSWER_2 = "Keys rotate every 45 days (response 2, round 2)."
 NEW_ANSWER_7 = "Keys rotate every 30 days, approved by the CISO (response 7, round 2)."
 WITHDRAWN_ANSWERS = tuple(ROUND_2["responses"][i]["answer_text"] for i in (0, 3, 4, 5))

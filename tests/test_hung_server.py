@@ -16,18 +16,18 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
+from streamlit.testing.v1 import AppTest
+
 from core.cli import main
 from core.config import Settings
 from core.errors import StoreError
 from core.workbench import Workbench
 from dashboard import resources
-from streamlit.testing.v1 import AppTest
 from tests.chroma_server import ChromaServer
 from tests.conftest import AES_CRITERION, SAMPLE_DATA
 from tests.dashboard.conftest import DASHBOARD
 from tests.fakes import FakeEmbedder, FakeReranker
-
-from tests.support.cli import environment, run_process
+from tests.support.cli import environment, error_message, run_process
 
 ROUND_1 = SAMPLE_DATA / "vendors" / "acme" / "questionnaires" / "round_1.json"
 TIMEOUT_S = "1"
@@ -150,19 +150,14 @@ COMMANDS = {
 }
 
 
-def run_cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-    return run_process(*args, env=env, cwd=cwd)
-
-
 def assert_gave_up(done: subprocess.CompletedProcess, port: int) -> None:
     """Exit 1, nothing on stdout, one line naming the server and the timeout setting."""
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 1, done.stderr
     assert done.stdout == ""
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("evidence: error: " + timeout_sentence(port)), lines[0]
-    assert "(EVIDENCE_CHROMA_TIMEOUT_S)" in lines[0]
+    message = error_message(done.stderr)
+    assert message.startswith(timeout_sentence(port)), message
+    assert "(EVIDENCE_CHROMA_TIMEOUT_S)" in message
 
 
 # The setting --------------------------------------------------------------------------------
@@ -178,9 +173,8 @@ def test_a_bad_timeout_is_refused_in_one_sentence(value, monkeypatch, tmp_path, 
     monkeypatch.setenv("EVIDENCE_CHROMA_TIMEOUT_S", value)
     assert main(["--store", str(tmp_path / "store"), "status"]) == 2
     out, err = capsys.readouterr()
-    lines = err.strip().splitlines()
-    assert out == "" and len(lines) == 1, err
-    assert lines[0].startswith(f"evidence: error: The setting EVIDENCE_CHROMA_TIMEOUT_S='{value}'")
+    assert out == ""
+    assert error_message(err).startswith(f"The setting EVIDENCE_CHROMA_TIMEOUT_S='{value}'")
     assert not (tmp_path / "store").exists()
 
 
@@ -188,7 +182,7 @@ def test_a_bad_timeout_is_refused_in_one_sentence(value, monkeypatch, tmp_path, 
 
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_a_command_gives_up_on_a_server_that_never_answers(command, hung_server, tmp_path):
-    done = run_cli(COMMANDS[command], cli_env(tmp_path, hung_server.port), tmp_path)
+    done = run_process(*COMMANDS[command], env=cli_env(tmp_path, hung_server.port), cwd=tmp_path)
     assert_gave_up(done, hung_server.port)
     assert not (tmp_path / "unused").exists()
 
@@ -213,7 +207,7 @@ def test_the_library_gives_up_on_a_server_that_never_answers(hung_server, tmp_pa
 def test_a_command_gives_up_on_a_server_that_hangs_after_connecting(chroma, tmp_path):
     proxy = StallingProxy(chroma.port, collection_calls)
     try:
-        done = run_cli(COMMANDS["status"], cli_env(tmp_path, proxy.port), tmp_path)
+        done = run_process(*COMMANDS["status"], env=cli_env(tmp_path, proxy.port), cwd=tmp_path)
     finally:
         proxy.close()
     assert proxy.stalled.is_set()

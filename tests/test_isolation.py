@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
+
 from core.errors import UnknownVendorError, UserInputError
 from core.retrieval.strategies import STRATEGIES
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
-from tests.support.store import get_all
-
 from tests.support.cli import run_main
 from tests.support.payloads import response, round_payload
+from tests.support.store import get_all
 
 ALL_STRATEGIES = pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 KMS = {"acme": "AWS KMS", "globex": "Azure Key Vault"}
@@ -161,10 +161,6 @@ def test_vendor_ids_differing_only_in_case_are_refused(two_vendors, tmp_path, cl
 
 # Through the command line and the dashboard ------------------------------------------------
 
-def _cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    return run_main(capsys, *argv)
-
-
 @pytest.fixture
 def cli_two_vendors(two_vendors, monkeypatch) -> Workbench:
     """The `evidence` command on the two-vendor store, with the fake embedder behind it."""
@@ -182,19 +178,19 @@ def test_the_command_line_never_prints_the_other_vendors_evidence(cli_two_vendor
                                                                   strategy, vendor):
     own = vendor_ids_of(cli_two_vendors, vendor)
     for output_format in ("json", "xml", "prompt"):
-        code, out, _ = _cli(["retrieve", "--vendor", vendor, "--criterion", AES_CRITERION,
-                             "--strategy", strategy, "--format", output_format], capsys)
+        code, out, _ = run_main(capsys, "retrieve", "--vendor", vendor, "--criterion",
+                                AES_CRITERION, "--strategy", strategy, "--format", output_format)
         assert code == 0
         assert KMS[vendor] in out
         assert KMS[OTHER[vendor]] not in out, output_format
-    trace = json.loads(_cli(["retrieve", "--vendor", vendor, "--criterion", AES_CRITERION,
-                             "--strategy", strategy], capsys)[1])
+    trace = json.loads(run_main(capsys, "retrieve", "--vendor", vendor, "--criterion",
+                                AES_CRITERION, "--strategy", strategy)[1])
     shown = {f["id"] for f in trace["followups"]} | {e["id"] for e in trace["evidence"]}
     assert shown and shown <= own
 
 
 def test_the_command_lines_status_reports_each_vendor_alone(cli_two_vendors, capsys):
-    code, out, _ = _cli(["status", "--vendor", "globex"], capsys)
+    code, out, _ = run_main(capsys, "status", "--vendor", "globex")
     assert code == 0
     [line] = out.splitlines()
     assert json.loads(line)["vendor_id"] == "globex"
@@ -220,6 +216,7 @@ def _page_text(at) -> str:
 def test_the_dashboard_never_shows_the_other_vendors_evidence(two_vendors, monkeypatch, view,
                                                               vendor):
     import streamlit as st
+
     from dashboard import resources
     from tests.dashboard.conftest import page
 

@@ -8,10 +8,12 @@ import socket
 from typing import Literal
 
 import pytest
+from pydantic import BaseModel, Field
+
 from core.config import Settings
 from core.errors import EvidenceError, UserInputError
 from core.review.llm import LLMClient, LLMError, describe_missing, strict_json_schema
-from pydantic import BaseModel, Field
+from tests.support.sentences import assert_one_sentence
 
 pytest_plugins = ["tests.llm_stub"]  # the llm_stub fixture
 
@@ -141,14 +143,10 @@ def test_the_configured_api_key_is_sent_and_never_the_openai_environment_key(llm
 
 # Every failure is one LLMError naming the endpoint ---------------------------------------------
 
-def assert_one_sentence(error: LLMError, endpoint: str, *needles: str) -> None:
-    message = str(error)
+def assert_one_error(error: LLMError, endpoint: str, *needles: str) -> None:
+    """`error` is an EvidenceError in one plain sentence naming `endpoint` and `needles`."""
     assert isinstance(error, EvidenceError)
-    assert endpoint in message
-    assert "\n" not in message and "Traceback" not in message
-    assert message.endswith(".")
-    for needle in needles:
-        assert needle in message, message
+    assert_one_sentence(str(error), endpoint, *needles)
 
 
 def test_json_that_does_not_match_the_schema(llm_stub):
@@ -156,8 +154,8 @@ def test_json_that_does_not_match_the_schema(llm_stub):
     client = client_for(llm_stub)
     with pytest.raises(LLMError) as raised:
         client.structured(MESSAGES, Verdict, "verdict")
-    assert_one_sentence(raised.value, client.endpoint, "does not match the schema 'verdict'",
-                        "verdict")
+    assert_one_error(raised.value, client.endpoint, "does not match the schema 'verdict'",
+                     "verdict")
 
 
 def test_a_missing_field_is_named(llm_stub):
@@ -171,8 +169,8 @@ def test_content_that_is_not_json(llm_stub):
     client = client_for(llm_stub)
     with pytest.raises(LLMError) as raised:
         client.structured(MESSAGES, Verdict, "verdict")
-    assert_one_sentence(raised.value, client.endpoint, "not JSON",
-                        "I think the vendor is compliant.")
+    assert_one_error(raised.value, client.endpoint, "not JSON",
+                     "I think the vendor is compliant.")
 
 
 def test_empty_content(llm_stub):
@@ -180,7 +178,7 @@ def test_empty_content(llm_stub):
     client = client_for(llm_stub)
     with pytest.raises(LLMError) as raised:
         client.structured(MESSAGES, Verdict, "verdict")
-    assert_one_sentence(raised.value, client.endpoint, "empty content")
+    assert_one_error(raised.value, client.endpoint, "empty content")
 
 
 def test_no_choices(llm_stub):
@@ -189,7 +187,7 @@ def test_no_choices(llm_stub):
     client = client_for(llm_stub)
     with pytest.raises(LLMError) as raised:
         client.text(MESSAGES)
-    assert_one_sentence(raised.value, client.endpoint, "no choices")
+    assert_one_error(raised.value, client.endpoint, "no choices")
 
 
 def test_http_500(llm_stub):
@@ -197,7 +195,7 @@ def test_http_500(llm_stub):
     client = client_for(llm_stub)
     with pytest.raises(LLMError) as raised:
         client.structured(MESSAGES, Verdict, "verdict")
-    assert_one_sentence(raised.value, client.endpoint, "HTTP 500", "model runner crashed")
+    assert_one_error(raised.value, client.endpoint, "HTTP 500", "model runner crashed")
     assert len(llm_stub.requests) == 1  # no retry hides a failing endpoint
 
 
@@ -206,7 +204,7 @@ def test_http_404_for_an_unknown_model(llm_stub):
     client = client_for(llm_stub, llm_model="llama9")
     with pytest.raises(LLMError) as raised:
         client.text(MESSAGES)
-    assert_one_sentence(raised.value, client.endpoint, "HTTP 404", "llama9")
+    assert_one_error(raised.value, client.endpoint, "HTTP 404", "llama9")
 
 
 def test_timeout(llm_stub):
@@ -214,8 +212,8 @@ def test_timeout(llm_stub):
     client = client_for(llm_stub, llm_timeout_s=0.3)
     with pytest.raises(LLMError) as raised:
         client.structured(MESSAGES, Verdict, "verdict")
-    assert_one_sentence(raised.value, client.endpoint, "did not answer within 0.3 s",
-                        "EVIDENCE_LLM_TIMEOUT_S")
+    assert_one_error(raised.value, client.endpoint, "did not answer within 0.3 s",
+                     "EVIDENCE_LLM_TIMEOUT_S")
 
 
 def test_connection_refused():
@@ -223,8 +221,8 @@ def test_connection_refused():
     client = LLMClient.from_settings(settings)
     with pytest.raises(LLMError) as raised:
         client.text(MESSAGES)
-    assert_one_sentence(raised.value, client.endpoint, "could not be reached",
-                        "connection refused")
+    assert_one_error(raised.value, client.endpoint, "could not be reached",
+                     "connection refused")
 
 
 # Configuration ---------------------------------------------------------------------------------

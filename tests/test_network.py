@@ -15,8 +15,9 @@ import sys
 import tomllib
 from pathlib import Path
 
-import core.encoders.embedding
 import pytest
+
+import core.encoders.embedding
 from core.config import Settings
 from core.encoders.embedding import SentenceTransformerEmbedder, configure_hub_access
 from core.encoders.onnx.embedder import OnnxEmbedder
@@ -25,9 +26,8 @@ from core.errors import ModelUnavailableError
 from core.workbench import Workbench
 from tests.chroma_server import ChromaServer
 from tests.conftest import AES_CRITERION, REPO, SAMPLE_DATA
-from tests.support.onnx_export import shared_onnx_cache
-
 from tests.support import payloads
+from tests.support.onnx_export import shared_onnx_cache
 
 MISSING_HUB_MODEL = "no-such-org/no-such-sentence-model"
 FLASHRANK_MODEL = "ms-marco-TinyBERT-L-2-v2"
@@ -319,20 +319,22 @@ def test_cli_and_chroma_server_connect_to_nothing_but_this_machine(strace, tmp_p
                                                       / "onnx-cache"))
     payload = SAMPLE_DATA / "vendors/acme/questionnaires/round_1.json"
 
-    def run_cli(name: str, *args: str) -> str:
+    def traced(name: str, *args: str) -> str:
+        """`python -m core.cli ARGS` started fresh under strace (log NAME.strace); its
+        stdout, once it exited 0."""
         done = subprocess.run([*strace(name), sys.executable, "-m", "core.cli", *args],
                               env=env, cwd=tmp_path, capture_output=True, text=True)
         assert done.returncode == 0, f"{name}: {done.stderr}"
         return done.stdout
 
-    run_cli("ingest-embedded", "--store", str(tmp_path / "store"), "ingest", "questionnaire",
-            str(payload))
+    traced("ingest-embedded", "--store", str(tmp_path / "store"), "ingest", "questionnaire",
+           str(payload))
     server = ChromaServer(tmp_path / "store", wrapper=strace("server"))
     on_server = ("--chroma-host", "127.0.0.1", "--chroma-port", str(server.port))
     try:
-        trace = json.loads(run_cli("retrieve-server", *on_server, "retrieve", "--vendor",
-                                   "acme", "--criterion", AES_CRITERION))
-        status = json.loads(run_cli("status-server", *on_server, "status"))
+        trace = json.loads(traced("retrieve-server", *on_server, "retrieve", "--vendor",
+                                  "acme", "--criterion", AES_CRITERION))
+        status = json.loads(traced("status-server", *on_server, "status"))
     finally:
         server.stop()
     assert [f["round_number"] for f in trace["followups"]] == [1]

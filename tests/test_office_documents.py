@@ -10,14 +10,15 @@ from typing import Any
 
 import docx
 import pytest
-from core.ingest.documents import DocumentFile, prepare_document
-from core.models import Candidate
-from core.trace.context import evidence_source
-from core.workbench import Workbench
 from docx.enum.style import WD_STYLE_TYPE
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 from langchain_text_splitters import MarkdownTextSplitter, RecursiveCharacterTextSplitter
+
+from core.ingest.documents import DocumentFile, prepare_document
+from core.models import Candidate
+from core.trace.context import evidence_source
+from core.workbench import Workbench
 from tests.conftest import SAMPLE_DATA
 
 VENDOR = "acme"

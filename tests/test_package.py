@@ -7,8 +7,10 @@ import json
 import shutil
 
 import pytest
+
 from core.workbench import Workbench
 from tests.fakes import point_the_command_at
+from tests.support.cli import error_message, run_json
 from tests.support.packages import (
     ACCESS_REVIEW,
     KEY_ROTATION,
@@ -18,8 +20,6 @@ from tests.support.packages import (
     write_package,
 )
 from tests.support.snapshot import store_snapshot
-
-from tests.support.cli import run_json
 
 OCR = shutil.which("tesseract") is not None
 needs_ocr = pytest.mark.skipif(not OCR, reason="the OCR engine (tesseract) is installed by "
@@ -35,14 +35,6 @@ def cli(workbench: Workbench, monkeypatch) -> Workbench:
 @pytest.fixture
 def package(tmp_path):
     return write_package(tmp_path / "package", package_files(scanned=OCR))
-
-
-def one_error(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("evidence: error: "), err
-    message = lines[0].removeprefix("evidence: error: ")
-    assert message.endswith(".") and "Traceback" not in err
-    return message
 
 
 def by_file(lines: list[dict]) -> dict[str, dict]:
@@ -145,7 +137,7 @@ def test_a_round_holding_other_answers_is_not_taken_over(cli, capsys, package, t
     code, _, err = run_json(capsys, "ingest", "package", "--vendor", "acme", "--round", 5,
                             package)
     assert code == 2
-    assert one_error(err) == (
+    assert error_message(err) == (
         "HECVAT Full.xlsx would be round 6 of acme, which already holds answers from another "
         "file; give another --round or leave it out for the next free round.")
     assert store_snapshot(cli) == before
@@ -167,7 +159,7 @@ def test_unreadable_files_refuse_the_package_naming_each_and_nothing_is_written(
     code, lines, err = run_json(capsys, "ingest", "package", "--vendor", "acme",
                                 bad_package(package))
     assert (code, lines) == (2, [])
-    message = one_error(err)
+    message = error_message(err)
     assert message.startswith(f"The package {package} was not ingested, as 2 files cannot "
                               "be read: logo.png is not a format the workbench reads")
     assert "policies/pentest.pdf is encrypted with a password needed to open it" in message
@@ -197,7 +189,7 @@ def test_a_package_with_nothing_usable_is_one_sentence(cli, capsys, tmp_path, fi
     folder = write_package(tmp_path / "empty", files)
     folder.mkdir(exist_ok=True)
     code, _, err = run_json(capsys, "ingest", "package", "--vendor", "acme", folder)
-    assert code == 2 and one_error(err).endswith(sentence)
+    assert code == 2 and error_message(err).endswith(sentence)
     assert cli.vendor_ids() == []
 
 
@@ -210,7 +202,7 @@ def test_a_round_of_another_vendor_in_the_package_is_refused_by_name(cli, capsys
     code, _, err = run_json(capsys, "ingest", "package", "--vendor", "acme", package)
     assert code == 2
     assert ("round.json is a round of the vendor 'northwind', not of 'acme'"
-            in one_error(err))
+            in error_message(err))
 
 
 def test_ingest_docs_skip_unreadable(cli, capsys, tmp_path):
@@ -221,7 +213,7 @@ def test_ingest_docs_skip_unreadable(cli, capsys, tmp_path):
     (folder / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
     code, _, err = run_json(capsys, "ingest", "docs", "--vendor", "acme", folder)
     assert code == 2
-    message = one_error(err)
+    message = error_message(err)
     assert message.startswith("2 files cannot be read, so nothing was written: ")
     assert "broken.pdf" in message and "locked.pdf is encrypted" in message
     assert cli.vendor_ids() == []

@@ -34,6 +34,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from core.config import (
     MAX_ANSWER_CHARS,
     MAX_QUESTION_CHARS,
@@ -46,15 +49,13 @@ from core.ingest.rounds.payload import parse_payload_bytes
 from core.ingest.uploads import ingest_uploaded_questionnaires
 from core.store.registry import REGISTRY_COLLECTION
 from core.workbench import Workbench
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support.payloads import numbered
 from tests.support.properties import store_examples
+from tests.support.sentences import assert_one_sentence
 from tests.support.snapshot import assert_unchanged, collections_snapshot, store_snapshot
 from tests.support.store import chunk_rows, read_links, read_manifest
-
-from tests.support.payloads import numbered
 
 # A property keeps one store across its examples on purpose (see the module docstring); the
 # function-scoped fixtures it uses are the store and the autouse environment guard.
@@ -311,17 +312,11 @@ def case_clash(workbench: Workbench, vendor_id: str) -> bool:
     return vendor_id not in existing and any(v.lower() == vendor_id.lower() for v in existing)
 
 
-def assert_one_sentence(message: str, *names: str) -> None:
-    assert message.strip() and "\n" not in message and message.endswith("."), repr(message)
-    for name in names:
-        assert name.lower() in message.lower(), f"{name!r} not named in {message!r}"
-
-
 def assert_refused_and_unchanged(workbench: Workbench, payload: Any, *names: str) -> None:
     before = store_snapshot(workbench)
     with pytest.raises(UserInputError) as caught:
         workbench.ingest_questionnaire(payload)
-    assert_one_sentence(str(caught.value), *names)
+    assert_one_sentence(str(caught.value), *names, quotes_input=True, any_case=True)
     assert_unchanged(before, store_snapshot(workbench))
 
 
@@ -436,7 +431,7 @@ def test_any_bytes_are_parsed_or_refused_in_one_sentence(data):
     try:
         payload = parse_payload_bytes("round.json", data)
     except UserInputError as exc:
-        assert_one_sentence(str(exc), "round.json")
+        assert_one_sentence(str(exc), "round.json", quotes_input=True, any_case=True)
     else:
         assert 1 <= len(payload.responses) <= MAX_RESPONSES_PER_ROUND
         assert 1 <= payload.round_number <= MAX_ROUND_NUMBER
@@ -476,5 +471,5 @@ def test_a_payload_with_a_repeated_key_is_refused_and_changes_nothing(populated_
     with pytest.raises(UserInputError) as caught:
         ingest_uploaded_questionnaires(populated_workbench, [("round.json", data)])
     assert_one_sentence(str(caught.value), "round.json", f'the key "{key}" appears twice',
-                        where)
+                        where, quotes_input=True, any_case=True)
     assert_unchanged(before, store_snapshot(populated_workbench))

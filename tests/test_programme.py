@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from core.config import Settings
 from core.errors import UserInputError
 from core.ingest.rounds.payload import parse_payload
@@ -22,6 +23,7 @@ from core.store import SCHEMA_VERSION, VendorStore
 from core.store.registry import REGISTRY_COLLECTION, status_record_by_record
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
+from tests.support import payloads
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -56,12 +58,11 @@ class CountingClient:
 
 
 def payload(vendor_id: str, answers: int = 2, round_number: int = 1) -> dict[str, Any]:
-    return {"vendor_id": vendor_id, "round_number": round_number,
-            "timestamp": "2024-03-01T09:00:00Z",
-            "responses": [{"criterion_question_text": f"Is control {n} in place at {vendor_id}?",
-                           "question_text": f"Control {n}?",
-                           "answer_text": f"Yes, control {n} is in place (round {round_number})."}
-                          for n in range(answers)]}
+    """A round of `answers` answers, each to a control criterion of its own."""
+    return payloads.round_payload(round_number, [
+        payloads.response(f"Control {n}?", f"Yes, control {n} is in place (round {round_number}).",
+                          f"Is control {n} in place at {vendor_id}?")
+        for n in range(answers)], vendor=vendor_id, timestamp="2024-03-01T09:00:00Z")
 
 
 def bench_at(store: Path, **overrides: Any) -> Workbench:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from core.config import Settings
 from core.encoders.rerank import fallback_status
 from core.hashing import criterion_hash
@@ -17,9 +18,8 @@ from core.retrieval.stages import RetrievalEnv, Timings
 from core.store import committed_versions
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
-from tests.support.store import read_manifest
-
 from tests.support import payloads
+from tests.support.store import read_manifest
 
 QUESTION = "How are encryption keys rotated and stored?"
 # The first stage (bag-of-words cosine) prefers the repetitive text; the fake reranker (share
@@ -40,12 +40,6 @@ def write_documents(folder: Path, texts: dict[str, str]) -> Path:
     for name, text in texts.items():
         (folder / name).write_text(text + "\n", encoding="utf-8")
     return folder
-
-
-def round_payload(round_number: int, answer: str, *, criterion: str | None = QUESTION,
-                  question: str = QUESTION) -> dict:
-    return payloads.round_payload(round_number, [payloads.response(question, answer, criterion)],
-                                  timestamp=f"2024-{round_number:02d}-10T09:00:00Z")
 
 
 def qa_env(bench: Workbench, *, reranker=None, search=None, vendor_id: str = "acme"
@@ -222,8 +216,9 @@ def test_dedupe_drops_blank_text_and_withheld_ids():
 def test_linked_followups_come_first_and_never_compete_for_the_answer(twelve_documents):
     bench = twelve_documents
     for round_number in (1, 2, 3, 4):
-        bench.ingest_questionnaire(round_payload(
-            round_number, f"Round {round_number}: keys rotate every {round_number * 30} days."))
+        bench.ingest_questionnaire(payloads.one_answer(
+            round_number, f"Round {round_number}: keys rotate every {round_number * 30} days.",
+            criterion=QUESTION, timestamp=f"2024-{round_number:02d}-10T09:00:00Z"))
 
     # case and spacing differences still link (seed 003's hash)
     result = ask(bench, "  how are ENCRYPTION keys rotated and   stored? ")
@@ -246,9 +241,10 @@ def test_linked_followups_come_first_and_never_compete_for_the_answer(twelve_doc
 
 def test_an_unlinked_questionnaire_answer_competes_as_an_ordinary_chunk(twelve_documents):
     bench = twelve_documents
-    bench.ingest_questionnaire(round_payload(
+    bench.ingest_questionnaire(payloads.one_answer(
         1, "Encryption keys are rotated yearly and stored in an HSM.", criterion=None,
-        question="How are encryption keys rotated and stored in production?"))
+        question="How are encryption keys rotated and stored in production?",
+        timestamp="2024-01-10T09:00:00Z"))
 
     result = ask(bench)
 
@@ -260,9 +256,9 @@ def test_an_unlinked_questionnaire_answer_competes_as_an_ordinary_chunk(twelve_d
 
 def test_a_typo_of_the_question_links_as_the_low_tier(twelve_documents):
     bench = twelve_documents
-    bench.ingest_questionnaire(round_payload(
-        2, "Keys rotate every 90 days.",
-        criterion="How are encryption keys rotatd and stored?"))
+    bench.ingest_questionnaire(payloads.one_answer(
+        2, "Keys rotate every 90 days.", criterion="How are encryption keys rotatd and stored?",
+        question=QUESTION, timestamp="2024-02-10T09:00:00Z"))
 
     [hit] = ask(bench).linked_followups
     assert hit.tier == "low" and hit.hash_match is False

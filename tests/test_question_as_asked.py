@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from core.retrieval.source import Query
 from core.review.conversation.anchoring import WithQuestionAsAsked
 from core.store import Neighbour, StoredChunk

@@ -7,15 +7,16 @@ import json
 from typing import Any
 
 import pytest
+
 from core.errors import UserInputError
 from core.hashing import content_hash, criterion_hash
 from core.ingest.rounds.payload import load_payload_file
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
-from tests.support.store import chunk_rows
-
 from tests.support.payloads import response, round_payload
+from tests.support.sentences import assert_one_sentence
+from tests.support.store import chunk_rows
 
 LINKED_QUESTION = "Please describe your encryption practices"
 LINKED_ANSWER = "We use AES-256 for all data at rest with AWS KMS."
@@ -42,14 +43,6 @@ def snapshot(wb: Workbench) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     status = [s.model_dump() for s in wb.status()]
     stored = {v: records(wb, v) for v in wb.vendor_ids()}
     return status, stored
-
-
-def assert_one_sentence(exc: pytest.ExceptionInfo, *names: str) -> None:
-    message = str(exc.value)
-    assert "\n" not in message
-    assert message.strip()
-    for name in names:
-        assert name in message, f"{name!r} not named in {message!r}"
 
 
 # Valid payloads ---------------------------------------------------------------------------
@@ -218,7 +211,7 @@ def test_refused_first_payload_creates_no_vendor(workbench, change, names):
     payload = _mutate(change)
     with pytest.raises(UserInputError) as exc:
         workbench.ingest_questionnaire(payload)
-    assert_one_sentence(exc, *names)
+    assert_one_sentence(str(exc.value), *names)
     assert workbench.status() == []
     assert workbench.vendor_ids() == []
 
@@ -231,7 +224,7 @@ def test_refused_payload_leaves_existing_vendor_unchanged(workbench, change, nam
     payload = _mutate(change)
     with pytest.raises(UserInputError) as exc:
         workbench.ingest_questionnaire(payload)
-    assert_one_sentence(exc, *names)
+    assert_one_sentence(str(exc.value), *names)
     assert snapshot(workbench) == before
 
 
@@ -240,7 +233,7 @@ def test_refused_payload_leaves_existing_vendor_unchanged(workbench, change, nam
 def test_payload_not_an_object_refused(workbench, data):
     with pytest.raises(UserInputError) as exc:
         workbench.ingest_questionnaire(data)
-    assert_one_sentence(exc, "object")
+    assert_one_sentence(str(exc.value), "object")
     assert workbench.status() == []
 
 
@@ -249,7 +242,7 @@ def test_file_not_json_refused(workbench, tmp_path):
     path.write_text('{"vendor_id": "acme", "round_number": 2,', encoding="utf-8")
     with pytest.raises(UserInputError) as exc:
         load_payload_file(path)
-    assert_one_sentence(exc, str(path), "JSON")
+    assert_one_sentence(str(exc.value), str(path), "JSON")
     assert workbench.status() == []
 
 
@@ -258,14 +251,14 @@ def test_file_not_utf8_refused(tmp_path):
     path.write_bytes(b'{"vendor_id": "\xff\xfe"}')
     with pytest.raises(UserInputError) as exc:
         load_payload_file(path)
-    assert_one_sentence(exc, str(path))
+    assert_one_sentence(str(exc.value), str(path))
 
 
 def test_file_missing_refused(tmp_path):
     path = tmp_path / "absent.json"
     with pytest.raises(UserInputError) as exc:
         load_payload_file(path)
-    assert_one_sentence(exc, str(path))
+    assert_one_sentence(str(exc.value), str(path))
 
 
 def test_file_holding_a_list_refused(tmp_path):
@@ -273,7 +266,7 @@ def test_file_holding_a_list_refused(tmp_path):
     path.write_text(json.dumps([seed_payload()]), encoding="utf-8")
     with pytest.raises(UserInputError) as exc:
         load_payload_file(path)
-    assert_one_sentence(exc, str(path), "object")
+    assert_one_sentence(str(exc.value), str(path), "object")
 
 
 @pytest.mark.parametrize(("change", "names"), [
@@ -287,7 +280,7 @@ def test_file_with_bad_field_names_file_and_field(tmp_path, change, names):
     path.write_text(json.dumps(_mutate(change)), encoding="utf-8")
     with pytest.raises(UserInputError) as exc:
         load_payload_file(path)
-    assert_one_sentence(exc, str(path), *names)
+    assert_one_sentence(str(exc.value), str(path), *names)
 
 
 # Idempotency ------------------------------------------------------------------------------

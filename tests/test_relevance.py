@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from core.config import Settings
 from core.criteria import CriterionEntry
 from core.errors import UserInputError
@@ -21,7 +22,6 @@ from core.outputs.relevance import (
 )
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
-
 from tests.support.cli import run_main
 from tests.support.payloads import response, round_payload
 

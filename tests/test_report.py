@@ -8,6 +8,8 @@ import json
 from html.parser import HTMLParser
 
 import pytest
+from markdown_it import MarkdownIt
+
 from core.criteria import CriterionEntry
 from core.errors import UserInputError
 from core.outputs.report import (
@@ -20,15 +22,13 @@ from core.outputs.report import (
 )
 from core.trace.context import evidence_source
 from core.workbench import Workbench
-from markdown_it import MarkdownIt
 from tests.conftest import AES_CRITERION
-
+from tests.support.payloads import one_answer
 from tests.test_assess import (
     ANSWER,
     ROUND_1,
     ROUND_3,
     VENDOR,
-    round_payload,
     seed_vendor,
     with_llm,
 )
@@ -137,7 +137,8 @@ def test_no_verdict_is_said_plainly_and_none_is_invented(seeded):
 
 
 def test_a_verdict_given_before_a_new_round_is_shown_stale(assessed):
-    assessed.ingest_questionnaire(round_payload(4, "The archive is now encrypted too."))
+    assessed.ingest_questionnaire(one_answer(4, "The archive is now encrypted too.",
+                                             criterion=AES_CRITERION, vendor=VENDOR))
     pack = build_pack(assessed, VENDOR, CRITERIA[:1], "precedence")
     [aes] = pack.criteria
     assert aes.verdict.state == "stale"
@@ -147,7 +148,7 @@ def test_a_verdict_given_before_a_new_round_is_shown_stale(assessed):
 
 
 def test_vendor_text_never_becomes_markup(seeded, tmp_path):
-    seeded.ingest_questionnaire(round_payload(5, HOSTILE))
+    seeded.ingest_questionnaire(one_answer(5, HOSTILE, criterion=AES_CRITERION, vendor=VENDOR))
     (tmp_path / "docs" / "hostile.md").write_text(
         "Data at rest uses AES-256.\n" + HOSTILE + "\n", encoding="utf-8")
     seeded.ingest_documents(VENDOR, [tmp_path / "docs" / "hostile.md"])
@@ -200,7 +201,8 @@ def test_jsonl_is_a_header_then_one_object_per_criterion(assessed):
 
 
 def test_jsonl_keeps_one_record_per_line_whatever_the_vendor_wrote(seeded):
-    seeded.ingest_questionnaire(round_payload(5, "Yes\u2028\u2029\x85 and\r\nno"))
+    seeded.ingest_questionnaire(one_answer(5, "Yes\u2028\u2029\x85 and\r\nno",
+                                           criterion=AES_CRITERION, vendor=VENDOR))
     pack = build_pack(seeded, VENDOR, CRITERIA[:1], "precedence")
     lines = render_jsonl(pack).splitlines()
     assert len(lines) == 2

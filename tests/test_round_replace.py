@@ -17,17 +17,18 @@ import json
 from pathlib import Path
 
 import pytest
+
 from core.errors import UserInputError
 from core.ingest.rounds.payload import parse_payload
 from core.store import WITHDRAWN_SOURCE_TYPE
 from core.workbench import Workbench
 from tests.conftest import SAMPLE_DATA
 from tests.fakes import point_the_command_at
-from tests.support.snapshot import assert_unchanged, store_snapshot
-from tests.support.store import get_all, read_links
-
+from tests.support.cli import error_message
 from tests.support.cli import run_main as run
 from tests.support.payloads import response, round_payload
+from tests.support.snapshot import assert_unchanged, store_snapshot
+from tests.support.store import get_all, read_links
 
 KEY = "Does the vendor rotate its encryption keys?"
 STRATEGIES = ("semantic", "hash_extraction", "doc_boost", "tiered", "precedence", "hybrid")
@@ -217,13 +218,6 @@ def cli(workbench: Workbench, monkeypatch, tmp_path):
     return workbench
 
 
-def one_error(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("evidence: error: "), err
-    assert "Traceback" not in err
-    return lines[0].removeprefix("evidence: error: ")
-
-
 def contexts(capsys) -> dict[tuple[str, str], str]:
     """Every strategy's XML context for every query, as `evidence retrieve` prints it."""
     found = {}
@@ -358,7 +352,7 @@ def test_bad_combinations_are_refused_in_one_sentence_writing_nothing(cli, capsy
                          *(str(tmp_path / f) for f in files), *options)
 
     assert (code, out) == (2, "")
-    assert one_error(err) == message
+    assert error_message(err) == message
     assert_unchanged(before, store_snapshot(cli))
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from core.config import Settings
 from core.errors import StoreError
 from core.store import EvidenceStore, writes
@@ -19,7 +20,6 @@ from core.workbench import Workbench
 from tests.chroma_server import ChromaServer
 from tests.conftest import SAMPLE_DATA, server_fingerprint
 from tests.fakes import FakeEmbedder, FakeReranker
-
 from tests.support import payloads
 from tests.support.cli import run_process
 
@@ -167,7 +167,9 @@ def fake_workbench(port: int, tmp_path: Path) -> Workbench:
                      reranker=FakeReranker())
 
 
-def round_payload(round_number: int, answers: int = 4) -> dict:
+def rotation_round(round_number: int, answers: int = 4) -> dict:
+    """A round of `answers` answers on key rotation, each naming its round; the first linked
+    to KEY_CRITERION."""
     return payloads.round_payload(round_number, payloads.numbered(
         answers, "Round {round} question {i} on key rotation",
         "Round {round} answer {i}: keys rotate every year.", criterion={0: KEY_CRITERION},
@@ -191,7 +193,7 @@ def ingest_second_document(bench: Workbench) -> object:
 
 
 def ingest_round_two(bench: Workbench) -> object:
-    return bench.ingest_questionnaire(round_payload(2))
+    return bench.ingest_questionnaire(rotation_round(2))
 
 
 @pytest.fixture
@@ -207,7 +209,7 @@ def baseline_server(tmp_path, small_batches):
     server = ChromaServer(data)
     bench = fake_workbench(server.port, tmp_path)
     bench.ingest_documents("acme", [ACME_DOCS / "encryption_standard.md"])
-    bench.ingest_questionnaire(round_payload(1))
+    bench.ingest_questionnaire(rotation_round(1))
     servers = [server]
     yield server, visible(bench), servers
     for each in servers:

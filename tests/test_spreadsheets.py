@@ -12,6 +12,10 @@ from typing import Any
 
 import openpyxl
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
 from core.criteria import CriterionEntry
 from core.errors import UserInputError
 from core.hashing import content_hash
@@ -23,10 +27,8 @@ from core.ingest.rounds.table_round import (
 )
 from core.ingest.rounds.tables import MAX_UNPACKED_BYTES, is_spreadsheet
 from core.models import PayloadLimits, QuestionnairePayload
-from hypothesis import HealthCheck, given
-from hypothesis import settings as hypothesis_settings
-from hypothesis import strategies as st
 from tests.conftest import AES_CRITERION
+from tests.support.sentences import one_sentence
 from tests.support.snapshot import assert_unchanged, store_snapshot
 
 HEADER = ["Criterion", "Question", "Answer"]
@@ -65,7 +67,7 @@ def refusal(name: str, data: bytes, **options: Any) -> str:
     with pytest.raises(UserInputError) as caught:
         read(name, data, **options)
     message = str(caught.value)
-    assert "\n" not in message and message.endswith(".")
+    assert one_sentence(message), message
     return message
 
 

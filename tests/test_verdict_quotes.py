@@ -18,6 +18,9 @@ import json
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import assume, event, given, settings
+from hypothesis import strategies as st
+
 from core.models import FOLLOWUP_SOURCE_TYPE, Candidate, FollowupHit
 from core.review.llm.quotes import (
     PromptSource,
@@ -31,11 +34,8 @@ from core.trace.context import format_prompt
 from core.workbench import Workbench
 from dashboard.views.context import quote_lines, unverified_lines
 from dashboard.widgets import verdict_cell
-from hypothesis import assume, event, given, settings
-from hypothesis import strategies as st
 from tests.conftest import AES_CRITERION
 from tests.fakes import point_the_command_at
-
 from tests.support import payloads
 from tests.support.cli import run_json as run
 from tests.support.cli import run_main

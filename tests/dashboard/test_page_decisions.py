@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
 
+from streamlit.testing.v1 import AppTest
+
 from core.ingest.rounds.payload import parse_payload
 from dashboard import resources
 from dashboard.views.decisions import NO_DECISION
 from dashboard.views.overview import WAIVER_NEEDS_DATE
-from streamlit.testing.v1 import AppTest
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import DASHBOARD, page
-
 from tests.support import payloads
+from tests.support.sentences import one_sentence
 
 TLS_CRITERION = "Does the vendor encrypt data in transit using TLS 1.2 or higher?"
 NOTE = "Round 3 says AES-128 for the archive; the KMS document says AES-256."
@@ -30,10 +31,6 @@ def metrics(at: AppTest) -> dict[str, str]:
 
 def table(at: AppTest, first_column: str):
     return next(df.value for df in at.dataframe if df.value.columns[0] == first_column)
-
-
-def one_sentence(text: str) -> bool:
-    return text.endswith(".") and ". " not in text
 
 
 def fill(at: AppTest, status: str, *, note: str = "", reviewer: str | None = None,

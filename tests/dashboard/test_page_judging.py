@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from core.errors import UserInputError
 from core.outputs.relevance import Judgments, context_ranking, excerpt_sha
 from core.retrieval.strategies import STRATEGIES

@@ -10,21 +10,21 @@ from datetime import datetime
 
 import openpyxl
 import pytest
+
 from tests.conftest import AES_CRITERION, SAMPLE_DATA
 from tests.dashboard.conftest import page
-from tests.support.snapshot import assert_unchanged, store_snapshot
-
 from tests.support import payloads
+from tests.support.sentences import one_sentence
+from tests.support.snapshot import assert_unchanged, store_snapshot
 
 POLICY = (b"# Key rotation policy\n\nAll customer data keys are rotated every 90 days. "
           b"Rotation is logged and reviewed by the security team.\n")
-
-
-def round_payload(**changes) -> dict:
-    return payloads.round_payload(6, [payloads.response(
-        "Please confirm the key length used for stored data.", "256-bit keys throughout.",
-        "Does the vendor encrypt data at rest using AES-256?")],
-        timestamp="2024-03-01T09:00:00Z") | changes
+KEY_LENGTH = payloads.response("Please confirm the key length used for stored data.",
+                              "256-bit keys throughout.", AES_CRITERION)
+UPLOADED = "2024-03-01T09:00:00Z"  # when the uploaded rounds were answered
+# Round files as uploaded: rounds 6 and 7 of acme, each the one answer above.
+ROUND_6, ROUND_7 = (json.dumps(payloads.round_payload(n, [KEY_LENGTH], timestamp=UPLOADED))
+                    .encode() for n in (6, 7))
 
 
 def table(at, column: str):
@@ -33,10 +33,6 @@ def table(at, column: str):
 
 def status_of(workbench) -> dict:
     return {s.vendor_id: s.model_dump() for s in workbench.status()}
-
-
-def one_sentence(text: str) -> bool:
-    return text.endswith(".") and "\n" not in text and "Traceback" not in text
 
 
 def test_counts_per_vendor_match_the_store(dashboard_workbench):
@@ -137,8 +133,7 @@ def test_an_invalid_questionnaire_json_is_refused_in_one_sentence(dashboard_work
 
 def test_one_bad_round_refuses_the_whole_upload(dashboard_workbench):
     before = status_of(dashboard_workbench)
-    good = json.dumps(round_payload()).encode()
-    bad = json.dumps(round_payload(round_number=7, responses=[])).encode()
+    good, bad = ROUND_6, json.dumps(payloads.round_payload(7, [], timestamp=UPLOADED)).encode()
     at = page("library").run()
     at.file_uploader(key="upload_questionnaires").set_value([
         ("round_6.json", good, "application/json"),
@@ -251,11 +246,14 @@ def test_progress_is_reported_while_embedding(dashboard_workbench, monkeypatch):
 @pytest.mark.parametrize(("files", "start"), [
     ([("r.json", b"\xff\xfe{")], "r.json is not valid UTF-8"),
     ([("r.json", b"[1, 2]")], "r.json must be a JSON object"),
-    ([("r.json", json.dumps(round_payload()).encode()),
-      ("r2.json", json.dumps(round_payload(vendor_id="bad id!")).encode())],
+    ([("r.json", ROUND_6),
+      ("r2.json", json.dumps(payloads.round_payload(6, [KEY_LENGTH], vendor="bad id!",
+                                                    timestamp=UPLOADED)).encode())],
      "r2.json: field vendor_id"),
-    ([("a.json", json.dumps(round_payload()).encode()),
-      ("b.json", json.dumps(round_payload(vendor_id="ACME")).encode())], "Vendor id 'ACME'"),
+    ([("a.json", ROUND_6),
+      ("b.json", json.dumps(payloads.round_payload(6, [KEY_LENGTH], vendor="ACME",
+                                                   timestamp=UPLOADED)).encode())],
+     "Vendor id 'ACME'"),
 ])
 def test_questionnaire_refusals_write_nothing(dashboard_workbench, files, start):
     before = status_of(dashboard_workbench)
@@ -407,7 +405,7 @@ def test_json_and_spreadsheet_rounds_together_are_previewed_and_written_together
     before = store_snapshot(dashboard_workbench)
     at = page("library").run()
     at.file_uploader(key="upload_questionnaires").set_value([
-        ("round_7.json", json.dumps(round_payload(round_number=7)).encode(), "application/json"),
+        ("round_7.json", ROUND_7, "application/json"),
         ("answers.xlsx", xlsx_bytes(SHEET_ROWS), "application/octet-stream"),
     ])
     at.run()
@@ -491,9 +489,8 @@ def test_a_replacement_naming_two_rounds_is_refused_and_writes_nothing(dashboard
     before = store_snapshot(dashboard_workbench)
     at = page("library").run()
     at.file_uploader(key="upload_questionnaires").set_value([
-        ("round_6.json", json.dumps(round_payload()).encode(), "application/json"),
-        ("round_7.json", json.dumps(round_payload(round_number=7)).encode(),
-         "application/json"),
+        ("round_6.json", ROUND_6, "application/json"),
+        ("round_7.json", ROUND_7, "application/json"),
     ])
     at.run()
     assert at.checkbox(key="replace_round").label == "Replace the round with this upload"

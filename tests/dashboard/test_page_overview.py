@@ -8,6 +8,7 @@ from core.hashing import criterion_hash
 from core.trace.context import evidence_source
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import page
+from tests.support.sentences import one_sentence
 
 
 def _metric(at, label: str) -> str:
@@ -87,5 +88,5 @@ def test_unknown_vendor_is_one_plain_error(dashboard_workbench):
     assert len(at.error) == 1
     message = at.error[0].value
     assert "nobody" in message
-    assert message.endswith(".") and ". " not in message
+    assert one_sentence(message), message
     assert not at.metric

@@ -7,10 +7,12 @@ import json
 
 import pytest
 import streamlit as st
+
 from core.criteria import CriterionEntry
 from core.outputs.report import CriterionPack, EvidencePack, build_pack
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import page
+from tests.support.sentences import one_sentence
 
 pytest_plugins = ["tests.llm_stub"]
 
@@ -148,6 +150,6 @@ def test_an_unknown_vendor_is_one_sentence(dashboard_workbench):
 
     assert not at.exception
     [error] = at.error
-    assert "nobody" in error.value and error.value.endswith(".") and "\n" not in error.value
+    assert "nobody" in error.value and one_sentence(error.value)
     assert not at.get("download_button")
 

@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+
 from core.ingest.rounds.payload import parse_payload
 from core.outputs.quality import StrategyComparison, StrategyRun
 from core.retrieval.strategies import STRATEGIES as LIVE_STRATEGIES
@@ -15,9 +16,9 @@ from dashboard import resources
 from dashboard.views import quality
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import empty_results_folder, page
-from tests.support.bench_results import SHARES, STRATEGIES, bench_result, write_results
-
 from tests.support import payloads
+from tests.support.bench_results import SHARES, STRATEGIES, bench_result, write_results
+from tests.support.sentences import one_sentence
 
 pytest_plugins = ["tests.llm_stub"]
 
@@ -31,10 +32,6 @@ def recorded(results_folder):
     """Three recorded runs, 1k, 10k and 100k chunks."""
     write_results(results_folder)
     return results_folder
-
-
-def one_sentence(text: str) -> bool:
-    return text.endswith(".") and "\n" not in text and "Traceback" not in text
 
 
 def chart(at, key: str) -> dict:

@@ -1,5 +1,6 @@
 """Running the `evidence` command as the tests do: in this process through `core.cli.main`
-(with pytest's capsys or capfd catching its output), or as a new process."""
+(with pytest's capsys or capfd catching its output), or as a new process; and reading what it
+wrote: its JSON lines, or the one line of its refusal."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tests.support.sentences import one_sentence
 from tests.support.warm import run_cli
 
 Arg = str | bytes | os.PathLike | int  # bytes are passed as they are, the others as str()
@@ -22,6 +24,20 @@ LineFilter = Callable[[str], object] | None
 
 def _argv(args: tuple[Arg, ...]) -> list[str | bytes]:
     return [arg if isinstance(arg, bytes) else str(arg) for arg in args]
+
+
+# How the command begins the one line it writes to stderr when it refuses or fails.
+ERROR = "evidence: error: "
+
+
+def error_message(err: str) -> str:
+    """The message of the command's stderr `err`, which must be one error line and nothing
+    else: `evidence: error: MESSAGE`, the message one line ending in a full stop, with no
+    traceback."""
+    assert err.count("\n") == 1 and err.endswith("\n") and err.startswith(ERROR), err
+    message = err.strip().removeprefix(ERROR)
+    assert one_sentence(message, quotes_input=True), err
+    return message
 
 
 def is_object(line: str) -> bool:

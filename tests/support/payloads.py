@@ -42,3 +42,13 @@ def round_payload(round_number: int, responses: Iterable[Response], *, vendor: s
     return {"vendor_id": vendor, "round_number": round_number,
             "timestamp": monthly(round_number) if timestamp is None else timestamp,
             "responses": list(responses)}
+
+
+def one_answer(round_number: int, answer: str, *, criterion: str | None,
+               question: str | None = None, vendor: str = "acme",
+               timestamp: str | None = None) -> dict[str, Any]:
+    """A round of one response: `answer` to `question` (the criterion word for word unless
+    given), linked to `criterion` (None: ad hoc)."""
+    asked = criterion if question is None else question
+    return round_payload(round_number, [response(asked, answer, criterion)], vendor=vendor,
+                         timestamp=timestamp)
