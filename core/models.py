@@ -249,6 +249,33 @@ class RerankerStatus(BaseModel):
     reason: str
 
 
+class LaterAnswer(BaseModel):
+    """The newest answer to the criterion an earlier answer answers: a later round answered
+    the same criterion (its hash, its questionnaire id, or a criteria file's link by id)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    round_number: int
+    answered_at: str = Field(description="the newest answer's timestamp, as the round gave it")
+
+
+class CurrentAnswer(BaseModel):
+    """A criterion's newest answer: the vendor's position now."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    round_number: int
+    answered_at: str
+    source: str
+    question_text: str
+    answer_text: str
+    questionnaire_id: str | None = None
+    content: str = Field("", description="the answer's record as stored (its question and "
+                                         "answer), as judgments grade it")
+
+
 class Candidate(BaseModel):
     """One piece of evidence with every score it was given, side by side."""
 
@@ -289,6 +316,12 @@ class Candidate(BaseModel):
     final_score: float | None = None
     rank_before_boost: int | None = None
     rank_after_boost: int | None = None
+    later_answer: LaterAnswer | None = Field(
+        None, description="for a follow-up answer: the newest answer to its criterion when a "
+                          "later round answered it; None for the newest and for documents")
+    brought_in: str | None = Field(
+        None, description="why an excerpt no search ranked is here: the id of the earlier "
+                          "answer it is the newest answer for")
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -332,6 +365,9 @@ class FollowupHit(BaseModel):
     tier_reason: str = ""
     first_stage_score: float | None = None
     first_stage_rank: int | None = None
+    later_answer: LaterAnswer | None = Field(
+        None, description="the newest answer to this answer's criterion when a later round "
+                          "answered it; None when this is the newest")
 
 
 def by_round(hits: Iterable[FollowupHit], *, newest_first: bool = False) -> list[FollowupHit]:
@@ -387,6 +423,9 @@ class RetrievalTrace(BaseModel):
     constants: SeedConstants  # type: ignore[valid-type]
     context: str = ""
     prompt: str = ""
+    current_answer: CurrentAnswer | None = Field(
+        None, description="the criterion's newest answer in the vendor's store, whatever the "
+                          "strategy kept; None when no round answered it")
     followups: list[FollowupHit] = Field(default_factory=list)
     evidence: list[Candidate] = Field(default_factory=list)
     first_stage: list[Candidate] = Field(default_factory=list)

@@ -32,14 +32,19 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from core.hashing import content_hash, criterion_hash, format_embedding_content
-from core.models import Candidate, FollowupHit
+from core.models import Candidate, CurrentAnswer, FollowupHit, LaterAnswer
 from core.retrieval.strategies import STRATEGIES
 from core.trace.context import (
     NO_DOCUMENTS,
     NO_RESPONSES,
     evidence_source,
+    excerpt_label,
+    followups_label,
     format_context_xml,
+    format_current_context_xml,
+    format_current_prompt,
     format_prompt,
+    response_date,
 )
 from tests.conftest import AES_CRITERION
 from tests.support.payloads import round_payload
@@ -240,7 +245,8 @@ def expected_entries(evidence: list[Candidate], followups: list[FollowupHit]) ->
 _ROUND_LINE = re.compile(r"\[Round (\d+)\]")
 
 
-def read_progression(content: str) -> list[tuple[int, str, str]]:
+def read_progression(content: str, heading: re.Pattern[str] = _ROUND_LINE
+                     ) -> list[tuple[int, str, str]]:
     """(round, question, answer) of a multi-round entry, read line by line: a line starting
     with two spaces continues the question or answer above it."""
     assert content.startswith("\n") and content.endswith("\n")
@@ -259,7 +265,7 @@ def read_progression(content: str) -> list[tuple[int, str, str]]:
 
     rounds = []
     while True:
-        match = _ROUND_LINE.fullmatch(lines[position])
+        match = heading.fullmatch(lines[position])
         assert match, lines[position]
         position += 1
         question = block("Question: ")
@@ -281,6 +287,109 @@ def check_context(context: str, evidence: list[Candidate], followups: list[Follo
         assert read_progression(found[-1].content) == [
             (h.round_number, with_lf_breaks(h.question_text), with_lf_breaks(h.answer_text))
             for h in ordered]
+
+
+# The project's own layout (precedence, hybrid): a <current_answer> first, every answer
+# labelled with its round, date and standing. Only the template starts a line.
+_OWN_ROUND_LINE = re.compile(r"\[Round (\d+)(?: › .*)? \((.*)\)(?:: (?:an earlier answer; round "
+                             r"\d+ \(.*\) answered this criterion later|the current answer))?\]")
+
+
+def read_blocks(lines: list[str]) -> tuple[str, str]:
+    """The question and answer of a `Question:` / `Answer:` pair, continuation lines
+    indented by two spaces."""
+    reader = PromptReader("\n".join(lines))
+    question = reader.block("Question: ")
+    answer = reader.block("Answer: ")
+    assert reader.position == len(lines)
+    return question, answer
+
+
+def check_current_context(context: str, current: CurrentAnswer | None,
+                          evidence: list[Candidate], followups: list[FollowupHit]) -> None:
+    found = read_context(context)
+    tags = (["current_answer"] if current else []) + [
+        f"index_{i}" for i in range(1, len(evidence) + 1 + (1 if followups else 0))]
+    assert [e.tag for e in found] == tags
+    entries = found[1:] if current else found
+    if current is not None:
+        head = found[0]
+        assert head.source == as_read_in_xml(current.source)
+        assert head.content.startswith("\n") and head.content.endswith("\n")
+        first, *rest = head.content[1:-1].split("\n")
+        day = on_one_line(response_date(current.answered_at))
+        assert first == (f"The vendor's newest answer to this criterion, round "
+                         f"{current.round_number} ({day}).")
+        assert read_blocks(rest) == (with_lf_breaks(current.question_text),
+                                     with_lf_breaks(current.answer_text))
+    current_id = current.id if current else None
+    for entry, candidate in zip(entries, evidence, strict=False):
+        assert entry.source == as_read_in_xml(excerpt_label(candidate, current_id))
+        assert entry.content == f"\n{as_read_in_xml(candidate.text)}\n"
+    if followups:
+        ordered = sorted(followups, key=lambda h: (h.round_number, h.timestamp))
+        assert entries[-1].source == as_read_in_xml(followups_label(ordered))
+        assert read_progression(entries[-1].content, _OWN_ROUND_LINE) == [
+            (h.round_number, with_lf_breaks(h.question_text), with_lf_breaks(h.answer_text))
+            for h in ordered]
+
+
+OWN_PROMPT_HEAD = [
+    "You are a security assessor evaluating vendor compliance.",
+    "",
+    "**Source 1: Direct Vendor Responses (HIGHEST PRIORITY)**",
+    "The vendor answered follow-up questionnaires in rounds. Each response below is labelled "
+    "with",
+    "its round and its date. The response labelled CURRENT ANSWER is the vendor's newest "
+    "answer to",
+    "this criterion: it states the vendor's position now. A response labelled EARLIER ANSWER "
+    "came",
+    "before a later round answered the same criterion. The order of the responses does not "
+    "tell",
+    "which is newest; the labels do.",
+    "",
+    "IMPORTANT: If an earlier answer conflicts with the current answer, the current answer is "
+    "the",
+    "vendor's position; note the conflict as a contradiction.",
+]
+OWN_PROMPT_TAIL = [
+    "Assess whether this criterion is MET, NOT_MET, or INCONCLUSIVE.",
+    "Base the verdict on the CURRENT ANSWER where it speaks to the criterion, and on the",
+    "documentation where it does not. If you observe contradictions between rounds, or "
+    "between the",
+    "current answer and the documentation, note them in your reasoning.",
+]
+_OWN_RESPONSE_HEADER = re.compile(r"\[(CURRENT ANSWER - |EARLIER ANSWER - )?ROUND (\d+) - (.*)\]")
+
+
+def check_current_prompt(prompt: str, criterion: str, current: CurrentAnswer | None,
+                         evidence: list[Candidate], followups: list[FollowupHit]) -> None:
+    """The project's prompt read by its template alone: the current answer first, every
+    other response newest first (an earlier one marked so), the answers among the excerpts
+    with them, the documents numbered as their context entries, then the criterion."""
+    found, documents, read_criterion = PromptReader(prompt).sections(
+        OWN_PROMPT_HEAD, OWN_PROMPT_TAIL, _OWN_RESPONSE_HEADER)
+    assert read_criterion == as_read_in_prompt(criterion)
+    responses = [(h[1] or "", int(h[2]), question, answer) for h, question, answer in found]
+
+    expected = []
+    if current is not None:
+        expected.append(("CURRENT ANSWER - ", current.round_number,
+                         as_read_in_prompt(current.question_text),
+                         as_read_in_prompt(current.answer_text)))
+    newest_first = sorted(followups, key=lambda h: (h.round_number, h.timestamp), reverse=True)
+    expected += [("EARLIER ANSWER - " if h.later_answer else "", h.round_number,
+                  as_read_in_prompt(h.question_text), as_read_in_prompt(h.answer_text))
+                 for h in newest_first if current is None or h.id != current.id]
+    answers = [c for c in evidence if c.is_followup and c.round_number is not None]
+    expected += [("EARLIER ANSWER - " if c.later_answer else "", c.round_number,
+                  as_read_in_prompt(str(c.metadata.get("question_text", ""))),
+                  as_read_in_prompt(str(c.metadata.get("answer_text", c.text))))
+                 for c in answers]
+    assert responses == expected
+    assert documents == [PromptDocument(i, on_one_line(evidence_source(c)),
+                                        as_read_in_prompt(c.text))
+                         for i, c in enumerate(evidence, start=1) if c not in answers]
 
 
 # Reading the prompt back ------------------------------------------------------------------
@@ -356,20 +465,22 @@ class PromptReader:
             self.position += 1
         return "\n".join(parts)
 
-    def read(self) -> ParsedPrompt:
-        self.expect(*PROMPT_HEAD, "")
+    def sections(self, head: list[str], tail: list[str], header: re.Pattern[str]
+                 ) -> tuple[list[tuple[re.Match[str], str, str]], list[PromptDocument], str]:
+        """(each response's header match, question and answer; the documents; the criterion)
+        of a prompt with this head, tail and response header."""
+        self.expect(*head, "")
         responses = []
         if self.lines[self.position] == NO_RESPONSES:
             self.position += 1
         else:
             while True:
-                header = _RESPONSE_HEADER.fullmatch(self.lines[self.position])
-                assert header, self.lines[self.position]
+                found = header.fullmatch(self.lines[self.position])
+                assert found, self.lines[self.position]
                 self.position += 1
                 question = self.block("Question: ")
                 answer = self.block("Vendor Response: ")
-                responses.append(PromptResponse(bool(header[1]), int(header[2]), header[3],
-                                                question, answer))
+                responses.append((found, question, answer))
                 if self.lines[self.position : self.position + 3] != ["", "---", ""]:
                     break
                 self.position += 3
@@ -379,19 +490,25 @@ class PromptReader:
             self.position += 1
         else:
             while True:
-                header = _DOCUMENT_HEADER.fullmatch(self.lines[self.position])
-                assert header, self.lines[self.position]
+                found = _DOCUMENT_HEADER.fullmatch(self.lines[self.position])
+                assert found, self.lines[self.position]
                 self.position += 1
-                documents.append(PromptDocument(int(header[1]), header[2], self.block("  ")))
+                documents.append(PromptDocument(int(found[1]), found[2], self.block("  ")))
                 if not (self.lines[self.position] == ""
                         and self.lines[self.position + 1].startswith("[Document ")):
                     break
                 self.position += 1
         self.expect("", CRITERION_HEADING)
         criterion = self.block("")
-        self.expect("", *PROMPT_TAIL)
+        self.expect("", *tail)
         assert self.position == len(self.lines)
-        return ParsedPrompt(responses, documents, criterion)
+        return responses, documents, criterion
+
+    def read(self) -> ParsedPrompt:
+        responses, documents, criterion = self.sections(PROMPT_HEAD, PROMPT_TAIL,
+                                                        _RESPONSE_HEADER)
+        return ParsedPrompt([PromptResponse(bool(h[1]), int(h[2]), h[3], question, answer)
+                             for h, question, answer in responses], documents, criterion)
 
 
 def expected_prompt(criterion: str, evidence: list[Candidate], hits: list[Hit]) -> ParsedPrompt:
@@ -444,6 +561,41 @@ def test_prompt_keeps_its_sections_and_entries_whatever_the_vendor_wrote(criteri
                                                                          hits):
     prompt = format_prompt(criterion, evidence, [h.followup for h in hits])
     check_prompt(prompt, criterion, evidence, hits)
+
+
+def led_by_the_newest(hits: list[Hit]) -> tuple[CurrentAnswer | None, list[FollowupHit]]:
+    """The hits' newest as the current answer, and every hit of an earlier round marked as
+    an earlier answer to it."""
+    followups = [h.followup for h in hits]
+    if not followups:
+        return None, []
+    newest = max(followups, key=lambda h: (h.round_number, h.timestamp))
+    current = CurrentAnswer(id=newest.id, round_number=newest.round_number,
+                            answered_at=newest.timestamp, source=newest.source,
+                            question_text=newest.question_text,
+                            answer_text=newest.answer_text, content=newest.content)
+    later = LaterAnswer(id=newest.id, round_number=newest.round_number,
+                        answered_at=newest.timestamp)
+    return current, [f.model_copy(update={"later_answer": later})
+                     if f.round_number < newest.round_number else f for f in followups]
+
+
+@PURE
+@given(evidence=evidence_lists(), hits=hit_lists())
+def test_the_current_answer_context_keeps_its_entries_whatever_the_vendor_wrote(evidence,
+                                                                                  hits):
+    current, followups = led_by_the_newest(hits)
+    check_current_context(format_current_context_xml(current, evidence, followups), current,
+                          evidence, followups)
+
+
+@PURE
+@given(criterion=vendor_text(), evidence=evidence_lists(), hits=hit_lists())
+def test_the_current_answer_prompt_keeps_its_sections_whatever_the_vendor_wrote(
+        criterion, evidence, hits):
+    current, followups = led_by_the_newest(hits)
+    check_current_prompt(format_current_prompt(criterion, current, evidence, followups),
+                         criterion, current, evidence, followups)
 
 
 LONE_SURROGATES = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
@@ -560,9 +712,15 @@ def test_hostile_evidence_through_a_real_store_keeps_the_context_intact(workbenc
     for strategy in sorted(STRATEGIES):
         trace = workbench.retrieve(vendor, criterion, strategy)
         assert trace.criterion == criterion.strip()
-        check_context(trace.context, trace.evidence, trace.followups)
-        hits = [Hit(f, days[f.round_number]) for f in trace.followups]
-        check_prompt(trace.prompt, trace.criterion, trace.evidence, hits)
+        if STRATEGIES[strategy].leads_with_current_answer:
+            check_current_context(trace.context, trace.current_answer, trace.evidence,
+                                  trace.followups)
+            check_current_prompt(trace.prompt, trace.criterion, trace.current_answer,
+                                 trace.evidence, trace.followups)
+        else:
+            check_context(trace.context, trace.evidence, trace.followups)
+            hits = [Hit(f, days[f.round_number]) for f in trace.followups]
+            check_prompt(trace.prompt, trace.criterion, trace.evidence, hits)
         for candidate in trace.evidence:
             if candidate.is_followup:
                 assert any(candidate.text == format_embedding_content(q, a) for q, a in written)

@@ -45,13 +45,14 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from core.models import FollowupHit
+from core.models import CurrentAnswer, FollowupHit
 from core.review.conversation.answer import (
     ANSWER_SYSTEM,
     NOT_GENERATED,
     answer_messages,
     excerpt_answer,
-    label,
+    followup_standing,
+    labelled,
     related_topics,
     turn_text,
 )
@@ -68,6 +69,7 @@ from core.review.conversation.models import (
     HistoryMessage,
 )
 from core.review.conversation.store import Conversations
+from core.trace.context import response_date
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker, point_the_command_at
 from tests.support.cli import json_lines
@@ -219,22 +221,32 @@ def column_zero(text: str, line: str) -> int:
 # The answer prompt ------------------------------------------------------------------------
 
 EVIDENCE_HEADING = "Evidence excerpts:"
-FOLLOWUPS_HEADING = "Vendor questionnaire answers (newest last):"
+FOLLOWUPS_HEADING = "Vendor questionnaire answers to this question's criterion:"
+CURRENT_PREFIX = "The vendor's current answer (round "
 RELATED_HEADING = "Related excerpts (for the suggested questions only):"
 
 
 @dataclass(frozen=True)
 class AnswerPrompt:
     question: str
+    current: str | None
     evidence: list[tuple[int, str, str]]
-    followups: list[tuple[int, str, str]]
+    followups: list[tuple[str, str, str]]
     related: list[tuple[str, str]]
 
 
-def read_answer_prompt(content: str) -> AnswerPrompt:
+def read_answer_prompt(content: str, standings: Sequence[str] = ()) -> AnswerPrompt:
+    """The answer prompt read by its template; each linked answer's item starts with its
+    standing (its round, date and whether it is earlier), one line the template writes."""
     lines = Lines(content)
     question = lines.block("Question: ", "  ")
-    lines.expect("", EVIDENCE_HEADING)
+    lines.expect("")
+    current = None
+    if (lines.peek() or "").startswith(CURRENT_PREFIX):
+        header = lines.match(r"(The vendor's current answer \(round \d+, [^\n]*?\)): .*")
+        current = lines.block(f"{header[1]}: ", "    ")
+        lines.expect("")
+    lines.expect(EVIDENCE_HEADING)
     evidence = []
     while header := lines.match(r"\[(\d+)\] (.*)"):
         lines.position += 1
@@ -242,9 +254,9 @@ def read_answer_prompt(content: str) -> AnswerPrompt:
     followups, related = [], []
     if lines.lines[lines.position:lines.position + 2] == ["", FOLLOWUPS_HEADING]:
         lines.expect("", FOLLOWUPS_HEADING)
-        while item := lines.match(r"- Round (\d+): Q: .*"):
-            asked = lines.block(f"- Round {item[1]}: Q: ", "    ")
-            followups.append((int(item[1]), asked, lines.block("  A: ", "    ")))
+        for standing in standings:
+            asked = lines.block(f"- {standing}: Q: ", "    ")
+            followups.append((standing, asked, lines.block("  A: ", "    ")))
         assert followups
     if lines.peek() == "":
         lines.expect("", RELATED_HEADING)
@@ -253,25 +265,37 @@ def read_answer_prompt(content: str) -> AnswerPrompt:
             related.append((item[1], lines.block("  ", "  ")))
         assert related
     lines.done()
-    return AnswerPrompt(question, evidence, followups, related)
+    return AnswerPrompt(question, current, evidence, followups, related)
+
+
+def linked_standings(followups: Sequence[FollowupHit],
+                     current: CurrentAnswer | None) -> list[tuple[str, FollowupHit]]:
+    """Each linked answer's item label, in the prompt's order: the newest first, the earlier
+    answers after."""
+    return [(on_one_line(followup_standing(h, current)).capitalize(), h)
+            for h in sorted(followups, key=lambda h: h.later_answer is not None)]
 
 
 def expected_answer_prompt(question: str, evidence: Sequence[AnswerEvidence],
                            suggestions: Sequence[AnswerEvidence],
-                           followups: Sequence[FollowupHit]) -> AnswerPrompt:
+                           followups: Sequence[FollowupHit],
+                           current: CurrentAnswer | None = None) -> AnswerPrompt:
     return AnswerPrompt(
         as_read_in_prompt(question),
-        [(i, on_one_line(label(e)), as_read_in_prompt(e.text))
+        as_read_in_prompt(current.answer_text) if current is not None else None,
+        [(i, on_one_line(labelled(e, evidence)), as_read_in_prompt(e.text))
          for i, e in enumerate(evidence, start=1)],
-        [(h.round_number, as_read_in_prompt(h.question_text), as_read_in_prompt(h.answer_text))
-         for h in followups],
-        [(on_one_line(label(e)), as_read_in_prompt(e.text)) for e in suggestions])
+        [(standing, as_read_in_prompt(h.question_text), as_read_in_prompt(h.answer_text))
+         for standing, h in linked_standings(followups, current)],
+        [(on_one_line(labelled(e, suggestions)), as_read_in_prompt(e.text))
+         for e in suggestions])
 
 
 def check_answer_messages(messages: list[dict], question: str,
                           evidence: Sequence[AnswerEvidence],
                           suggestions: Sequence[AnswerEvidence],
-                          followups: Sequence[FollowupHit]) -> None:
+                          followups: Sequence[FollowupHit],
+                          current: CurrentAnswer | None = None) -> None:
     assert [m["role"] for m in messages] == ["system", "user"]
     assert [sorted(m) for m in messages] == [["content", "role"]] * 2
     assert messages[0]["content"] == ANSWER_SYSTEM
@@ -280,8 +304,9 @@ def check_answer_messages(messages: list[dict], question: str,
     for heading, wanted in ((EVIDENCE_HEADING, 1), (FOLLOWUPS_HEADING, int(bool(followups))),
                             (RELATED_HEADING, int(bool(suggestions)))):
         assert column_zero(content, heading) == wanted, heading
-    assert read_answer_prompt(content) == expected_answer_prompt(question, evidence,
-                                                                 suggestions, followups)
+    standings = [standing for standing, _hit in linked_standings(followups, current)]
+    assert read_answer_prompt(content, standings) == expected_answer_prompt(
+        question, evidence, suggestions, followups, current)
 
 
 # The reformulation prompt -----------------------------------------------------------------
@@ -353,10 +378,15 @@ def check_turn_text(text: str, turn: AskTurn) -> None:
     if turn.anchor_documents:
         lines.expect(f"Anchored to: {', '.join(on_one_line(d) for d in turn.anchor_documents)}"
                      f" ({turn.anchoring})")
+    if turn.current_answer is not None:
+        current = turn.current_answer
+        lines.expect(f"Current answer to the question's criterion: round "
+                     f"{current.round_number} ({on_one_line(response_date(current.answered_at))}"
+                     f"), {on_one_line(current.source)}: {on_one_line(current.answer_text)}")
     lines.expect("")
     generated = turn.answered_by != "excerpts"
     if generated:
-        labels = [on_one_line(label(e)) for e in turn.answer_evidence]
+        labels = [on_one_line(labelled(e, turn.answer_evidence)) for e in turn.answer_evidence]
         assert lines.block("  ", "  ") == as_read_in_prompt(turn.answer)
         lines.expect("", "Sources:")
         sources = []
@@ -364,12 +394,13 @@ def check_turn_text(text: str, turn: AskTurn) -> None:
             sources.append((int(numbered[1]), numbered[2]))
             lines.position += 1
     else:
-        labels = [f"{on_one_line(label(e))}: {on_one_line(e.text)}"
+        labels = [f"{on_one_line(labelled(e, turn.answer_evidence))}: {on_one_line(e.text)}"
                   for e in turn.answer_evidence]
         if turn.answer_evidence or turn.followups:
             parts = [NOT_GENERATED] + [
-                f"Vendor's answer, questionnaire round {h.round_number}: "
-                f"{on_one_line(h.answer_text)}" for h in turn.followups]
+                f"Vendor's answer, questionnaire "
+                f"{followup_standing(h, turn.current_answer)}: {on_one_line(h.answer_text)}"
+                for h in sorted(turn.followups, key=lambda h: h.later_answer is not None)]
         else:
             parts = [excerpt_answer([], [])]
         for i, part in enumerate(parts):
@@ -689,7 +720,7 @@ def test_the_language_model_receives_exactly_its_messages(llm_bench, llm_stub, t
                 " ".join(model_text(reformulation["reasoning"]).split())
                 or "The language model gave no reason.")
         check_answer_messages(requests[-1].messages, question.strip(), turn.answer_evidence,
-                              turn.suggestion_evidence, turn.followups)
+                              turn.suggestion_evidence, turn.followups, turn.current_answer)
         assert turn.answered_by == f"llm:{llm_stub.model}"
         assert turn.answer == model_text(reply["answer"]).strip()
         assert turn.suggested_questions == [

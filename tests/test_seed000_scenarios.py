@@ -17,6 +17,7 @@ from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
 from tests.support import payloads
+from tests.support.layouts import seed_context
 
 VENDOR = "acme"
 BOTH = pytest.mark.parametrize("strategy", ["hash_extraction", "precedence"])
@@ -72,10 +73,10 @@ def test_no_followups_gives_only_the_six_reranked_excerpts(docs_bench, strategy)
     assert [c.rerank_score for c in trace.evidence] == pytest.approx(
         [7 / 7, 6 / 7, 5 / 7, 4 / 7, 3 / 7, 2 / 7])
     for i in range(1, 7):
-        assert f"<index_{i}>" in trace.context
-    assert "<index_7>" not in trace.context
-    assert "Follow-up" not in trace.context
-    assert trace.context == "\n".join(
+        assert f"<index_{i}>" in seed_context(trace)
+    assert "<index_7>" not in seed_context(trace)
+    assert "Follow-up" not in seed_context(trace)
+    assert seed_context(trace) == "\n".join(
         entry(i, DOC_ORDER[i - 1], DOCS[DOC_ORDER[i - 1]]) for i in range(1, 7))
 
 
@@ -96,9 +97,9 @@ def test_single_followup_is_a_standard_entry_at_index_7(docs_bench, strategy):
     assert all(not c.id.startswith("followup-") for c in trace.evidence)
     expected_last = entry(7, "Follow-up Questionnaire Round 1",
                           f"Question: {AES_CRITERION} Answer: {answer}")
-    assert trace.context.endswith("\n" + expected_last)
-    assert trace.context.count("<index_7>") == 1
-    assert "<index_8>" not in trace.context
+    assert seed_context(trace).endswith("\n" + expected_last)
+    assert seed_context(trace).count("<index_7>") == 1
+    assert "<index_8>" not in seed_context(trace)
 
 
 # Row 3: three follow-ups (rounds 1, 2, 3) --------------------------------------------------
@@ -117,9 +118,9 @@ def test_three_rounds_are_one_combined_progression_at_index_7(docs_bench, strate
     progression = "\n\n".join(
         f"[Round {r}]\nQuestion: {AES_CRITERION}\nAnswer: {answers[r]}" for r in (1, 2, 3))
     expected_last = entry(7, "Follow-up Questionnaire Round 3 (Multiple Rounds)", progression)
-    assert trace.context.endswith("\n" + expected_last)
-    assert trace.context.count("(Multiple Rounds)") == 1
-    assert "<index_8>" not in trace.context
+    assert seed_context(trace).endswith("\n" + expected_last)
+    assert seed_context(trace).count("(Multiple Rounds)") == 1
+    assert "<index_8>" not in seed_context(trace)
 
 
 # Row 4: five follow-ups (rounds 1-5) -------------------------------------------------------
@@ -138,11 +139,11 @@ def test_five_rounds_keep_only_rounds_3_4_5(docs_bench, strategy):
     for rnd, reason in dropped.items():
         assert f"round {rnd}" in reason
         assert "MAX_FOLLOWUP_ROUNDS" in reason
-    assert "(Multiple Rounds)" in trace.context
-    last = trace.context.rsplit("<index_", 1)[1]
+    assert "(Multiple Rounds)" in seed_context(trace)
+    last = seed_context(trace).rsplit("<index_", 1)[1]
     assert last.startswith("7>")
     assert last.index("[Round 3]") < last.index("[Round 4]") < last.index("[Round 5]")
-    assert "round 1." not in trace.context and "round 2." not in trace.context
+    assert "round 1." not in seed_context(trace) and "round 2." not in seed_context(trace)
     # Dropped rounds are not turned into ordinary excerpts either.
     dropped_ids = {d.followup.id for d in trace.dropped_followups}
     assert dropped_ids.isdisjoint(c.id for c in trace.reranked)
@@ -164,13 +165,13 @@ def test_followup_with_a_different_hash_goes_to_the_reranker(docs_bench, strateg
     trace = docs_bench.retrieve(VENDOR, AES_CRITERION, strategy)
 
     assert trace.followups == []
-    assert "(Multiple Rounds)" not in trace.context
-    assert "<index_7>" not in trace.context
+    assert "(Multiple Rounds)" not in seed_context(trace)
+    assert "<index_7>" not in seed_context(trace)
     [unlinked] = [c for c in trace.reranked if c.id.startswith("followup-")]
     assert unlinked.rerank_score == pytest.approx(1.0)  # all 7 criterion words
     assert unlinked.type == "followup_response:1"
     assert unlinked.id in {c.id for c in trace.evidence}
-    assert "<source>Follow-up Questionnaire Round 1</source>" in trace.context
+    assert "<source>Follow-up Questionnaire Round 1</source>" in seed_context(trace)
     assert all(h.id != unlinked.id for h in trace.hash_path or [])
     assert len(trace.evidence) == 6
 
@@ -194,7 +195,7 @@ def test_modified_question_with_matching_hash_is_still_extracted(docs_bench, str
     assert hit.tier == "medium"
     assert hit.tier_reason == (
         f"hash match; question reworded, similarity {expected:.2f} < 0.70: medium")
-    assert trace.context.endswith(
+    assert seed_context(trace).endswith(
         "\n" + entry(7, "Follow-up Questionnaire Round 1",
                      f"Question: {REWORDED} Answer: AES-256."))
 

@@ -14,6 +14,7 @@ import pytest
 
 from core.workbench import Workbench
 from tests.support import payloads
+from tests.support.layouts import seed_context
 
 VENDOR = "acme"
 CRITERION = "Does the vendor encrypt customer backups at rest using AES-256 with rotated keys?"
@@ -67,7 +68,7 @@ def test_end_to_end_with_a_followup_document_in_the_vendor_namespace(workbench, 
     assert update.type == "followup_document"
     assert update.round_number == 2
     assert update.text == FOLLOWUP_8
-    assert "<source>encryption_update.md</source>" in trace.context
+    assert "<source>encryption_update.md</source>" in seed_context(trace)
     assert len(trace.evidence) == 6
     assert trace.followups == []
 
@@ -90,7 +91,7 @@ def test_followup_document_beats_the_original_when_scores_are_close(workbench, t
     assert original.boost == 1.0
     assert [c.source for c in trace.evidence[:2]] == ["encryption_update.md",
                                                       "encryption_policy.md"]
-    assert trace.context.index("encryption_update.md") < trace.context.index(
+    assert seed_context(trace).index("encryption_update.md") < seed_context(trace).index(
         "encryption_policy.md")
 
 
@@ -122,8 +123,8 @@ def test_irrelevant_followup_documents_do_not_dominate(workbench, tmp_path, stra
 
     assert len(trace.evidence) == 6
     assert {c.type for c in trace.evidence} == {"tc_files"}
-    assert "office_move.md" not in trace.context
-    assert "canteen.md" not in trace.context
+    assert "office_move.md" not in seed_context(trace)
+    assert "canteen.md" not in seed_context(trace)
     office = by_source(trace.reranked, "office_move.md")
     assert office.rerank_score == pytest.approx(0.1)
     assert office.boost == pytest.approx(1.15)
@@ -179,6 +180,6 @@ def test_precedence_combines_boosted_documents_with_linked_answers_last(workbenc
     assert trace.evidence[0].source == "encryption_update.md"
     assert trace.evidence[0].boost == pytest.approx(1.15)
     assert [f.answer_text for f in trace.followups] == ["Yes."]
-    assert trace.context.rstrip().endswith(
+    assert seed_context(trace).rstrip().endswith(
         "<index_7>\n<source>Follow-up Questionnaire Round 2</source>\n<content>\n"
         "Question: Are backup keys rotated? Answer: Yes.\n</content>\n</index_7>")

@@ -17,6 +17,7 @@ from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
 from tests.support import payloads
+from tests.support.layouts import seed_context, seed_prompt
 from tests.support.store import get_all
 
 VENDOR = "acme"
@@ -75,7 +76,7 @@ def test_reworded_question_is_still_linked_by_hash_as_medium(bench, strategy):
     assert hit.tier == "medium"
     assert hit.tier_reason == (
         f"hash match; question reworded, similarity {similarity:.2f} < 0.70: medium")
-    assert last_entry(trace.context) == (
+    assert last_entry(seed_context(trace)) == (
         f"<index_{len(trace.evidence) + 1}>\n<source>Follow-up Questionnaire Round 1</source>\n"
         f"<content>\nQuestion: {REWORDED} Answer: AES-256.\n</content>\n"
         f"</index_{len(trace.evidence) + 1}>")
@@ -91,10 +92,10 @@ def test_extremely_short_answer_reaches_the_context(bench, strategy, answer):
     trace = bench.retrieve(VENDOR, AES_CRITERION, strategy)
 
     assert [(f.answer_text, f.tier) for f in trace.followups] == [(answer, "high")]
-    assert last_entry(trace.context).endswith(
+    assert last_entry(seed_context(trace)).endswith(
         f"Question: {AES_CRITERION} Answer: {answer}\n</content>\n"
         f"</index_{len(trace.evidence) + 1}>")
-    assert f"Vendor Response: {answer}\n" in trace.prompt
+    assert f"Vendor Response: {answer}\n" in seed_prompt(trace)
 
 
 # 3. Vendor answer contradicts existing documentation ---------------------------------------
@@ -111,11 +112,11 @@ def test_answer_contradicting_documentation_both_reach_the_context(workbench, tm
 
     assert old in [c.text for c in trace.evidence]
     assert [f.answer_text for f in trace.followups] == [answer]
-    assert trace.context.index(old) < trace.context.index(answer)
-    assert answer in last_entry(trace.context)
+    assert seed_context(trace).index(old) < seed_context(trace).index(answer)
+    assert answer in last_entry(seed_context(trace))
     # The prompt puts the answer under Source 1 and the documentation under Source 2.
-    source2 = trace.prompt.index("**Source 2: General Documentation**")
-    assert trace.prompt.index(answer) < source2 < trace.prompt.index(old)
+    source2 = seed_prompt(trace).index("**Source 2: General Documentation**")
+    assert seed_prompt(trace).index(answer) < source2 < seed_prompt(trace).index(old)
 
 
 # 4. Multiple rounds (3+) of follow-ups for the same criterion ------------------------------
@@ -130,10 +131,10 @@ def test_three_rounds_for_one_criterion_all_reach_the_context(bench, strategy):
 
     assert [(f.round_number, f.answer_text) for f in trace.followups] == list(answers.items())
     assert all(f.tier == "high" and f.hash_match for f in trace.followups)
-    entry = last_entry(trace.context)
+    entry = last_entry(seed_context(trace))
     assert "(Multiple Rounds)" in entry
     assert entry.index("[Round 1]") < entry.index("[Round 2]") < entry.index("[Round 3]")
-    prompt = trace.prompt
+    prompt = seed_prompt(trace)
     assert (prompt.index("[MOST RECENT - ROUND 3 - 2024-03-15]")
             < prompt.index("[ROUND 2 - 2024-02-15]") < prompt.index("[ROUND 1 - 2024-01-15]"))
 
@@ -149,7 +150,7 @@ def test_self_contradiction_lists_newest_first_marked_most_recent(bench, strateg
 
     trace = bench.retrieve(VENDOR, AES_CRITERION, strategy)
 
-    prompt = trace.prompt
+    prompt = seed_prompt(trace)
     newest = prompt.index(f"[MOST RECENT - ROUND 2 - 2024-02-15]\nQuestion: {AES_CRITERION}\n"
                           f"Vendor Response: {second}")
     oldest = prompt.index(f"[ROUND 1 - 2024-01-15]\nQuestion: {AES_CRITERION}\n"
@@ -157,7 +158,7 @@ def test_self_contradiction_lists_newest_first_marked_most_recent(bench, strateg
     assert newest < oldest
     assert prompt.count("[MOST RECENT - ") == 1
     assert "If you observe contradictions between follow-up rounds" in prompt
-    entry = last_entry(trace.context)
+    entry = last_entry(seed_context(trace))
     assert entry.index(first) < entry.index(second)  # the context keeps ascending rounds
 
 
@@ -173,9 +174,9 @@ def test_many_rounds_are_capped_at_max_followup_rounds(bench, strategy):
 
     assert len(trace.followups) <= 3
     assert all(f.hash_match for f in trace.followups)
-    entry = last_entry(trace.context)
+    entry = last_entry(seed_context(trace))
     assert entry.count("[Round ") == len(trace.followups)
-    assert trace.context.count("Answer given in round") == len(trace.followups)
+    assert seed_context(trace).count("Answer given in round") == len(trace.followups)
     if strategy == "precedence":
         assert [f.round_number for f in trace.followups] == [4, 5, 6]
         assert sorted(d.followup.round_number for d in trace.dropped_followups) == [1, 2, 3]
@@ -235,7 +236,7 @@ def test_substantially_edited_criterion_competes_as_evidence_in_precedence(bench
     assert seen.tier_reason.startswith("no hash match, linked to a different criterion")
     assert seen.tier_reason.endswith("competes as ordinary evidence")
     assert seen.id in [e.id for e in trace.evidence]
-    assert "Yes, all stored data uses AES-256." in trace.context
+    assert "Yes, all stored data uses AES-256." in seed_context(trace)
 
 
 BACKUP_CRITERION = "Are backups of production databases tested quarterly?"
@@ -253,7 +254,7 @@ def test_followup_of_a_genuinely_different_criterion_is_not_a_followup(workbench
     trace = workbench.retrieve(VENDOR, BACKUP_CRITERION, strategy)
 
     assert trace.followups == []
-    assert "Follow-up Questionnaire" not in trace.context
+    assert "Follow-up Questionnaire" not in seed_context(trace)
     assert all(not h.hash_match for h in all_hits(trace))
 
 
@@ -279,7 +280,7 @@ def test_typo_fix_still_surfaces_old_followups_as_low(bench, strategy):
         assert hit.tier_reason.startswith("no hash match")
         assert "criterion text differs" in hit.tier_reason
         assert hit.tier_reason.endswith(": low")
-    assert "[Round 1]" in last_entry(trace.context)
+    assert "[Round 1]" in last_entry(seed_context(trace))
 
 
 def test_typo_fixed_followup_is_found_by_its_criterion_text_when_search_misses_it(

@@ -12,16 +12,19 @@ from core.config import Settings
 from core.hashing import criterion_hash
 from core.models import FollowupHit, by_round
 from core.reports import VendorStatus
+from core.retrieval.links import AnswerIndex
 from core.retrieval.source import Query
 from core.retrieval.stages import candidate_from_chunk
-from core.retrieval.tiers import assign_tiers, followup_hit
+from core.retrieval.tiers import Supersession, assign_tiers, followup_hit
 from core.store import (
+    WITHDRAWN_KEY,
     EvidenceStore,
     VendorEvidence,
     VendorStore,
     Where,
     check_vendor_id,
     committed_versions,
+    followup_link,
     is_committed,
 )
 from core.store.registry import read_vendor_status
@@ -75,6 +78,18 @@ class Catalog:
             offset += read
         return rows[:limit]
 
+    def answered_criteria(self, vendor_id: str) -> list[str]:
+        """The criteria the vendor's questionnaire rounds answer (each answer's linked
+        criterion, once each whatever its typography), in the order of the rounds."""
+        links = self.store.open_vendor(vendor_id).links()
+        found: dict[str, str] = {}
+        for meta in sorted(links.values(), key=lambda m: int(m.get("round_number") or 0)):
+            text = str(meta.get("original_criterion_question_text") or "").strip()
+            link = followup_link(meta)
+            if text and link.canonical_hash and not meta.get(WITHDRAWN_KEY):
+                found.setdefault(link.canonical_hash, text)
+        return list(found.values())
+
     def linked_followups(self, vendor_id: str, criterion: str) -> list[FollowupHit]:
         """Every follow-up linked to the criterion by hash (its canonical hash, so a criterion
         pasted with other typography counts), whatever any strategy kept, in round order."""
@@ -85,7 +100,10 @@ class Catalog:
         records = VendorEvidence(vendor, lambda meta: True)
         chunks = records.by_metadata(Where.eq(criterion_canonical_hash=query.canonical_hash))
         hits = [followup_hit(candidate_from_chunk(chunk), query, ["hash"]) for chunk in chunks]
-        return by_round(assign_tiers(hits, [], criterion, self.settings))
+        links = {i: followup_link(meta) for i, meta in vendor.links().items()}
+        answers = Supersession(AnswerIndex(links), records.by_ids)
+        return by_round(answers.mark_hits(assign_tiers(hits, [], criterion, self.settings),
+                                          query) or [])
 
 
 def vendor_status(vendor: VendorStore) -> VendorStatus:

@@ -4,8 +4,10 @@ manifest, kept per vendor until the manifest generation changes."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from core.retrieval.source import RecordReader, StoredChunk
 from core.store import (
@@ -18,6 +20,36 @@ from core.store import (
 
 # follow-up id -> what it answers (see `core.store.FollowupLink`).
 Links = dict[str, FollowupLink]
+
+
+class AnswerIndex:
+    """Which stored answers answer one criterion: those whose criterion has its canonical
+    hash (so the same criterion hash, whatever the typography), and those with one of its
+    questionnaire ids. Ad-hoc answers (no criterion, no id) answer no criterion."""
+
+    def __init__(self, links: Mapping[str, FollowupLink]) -> None:
+        self.links = links
+        self._by_canonical: dict[str, list[str]] = defaultdict(list)
+        self._by_id: dict[str, list[str]] = defaultdict(list)
+        for followup_id, link in links.items():
+            if link.round_number is None:
+                continue
+            if link.canonical_hash:
+                self._by_canonical[link.canonical_hash].append(followup_id)
+            if link.questionnaire_id:
+                self._by_id[link.questionnaire_id].append(followup_id)
+
+    def answering(self, canonical_hash: str | None, questionnaire_ids: Collection[str] = ()
+                  ) -> list[str]:
+        """The answers to a criterion of this canonical hash or mapped to these ids."""
+        found = list(self._by_canonical.get(canonical_hash, ())) if canonical_hash else []
+        for questionnaire_id in questionnaire_ids:
+            found += [i for i in self._by_id.get(questionnaire_id, ()) if i not in found]
+        return found
+
+    def round_of(self, followup_id: str) -> int | None:
+        link = self.links.get(followup_id)
+        return link.round_number if link is not None else None
 
 
 @dataclass(frozen=True)
@@ -34,6 +66,11 @@ class LinkSet:
     links: Links = field(default_factory=dict)
     fingerprints: dict[str, str] = field(default_factory=dict)
     withdrawn: frozenset[str] = frozenset()
+
+    @cached_property
+    def answers(self) -> AnswerIndex:
+        """The answers of each criterion, indexed once per generation."""
+        return AnswerIndex(self.links)
 
     def indexed_as(self) -> dict[str, str | None]:
         """Follow-up id -> the fingerprint the lexical index must hold for it at this

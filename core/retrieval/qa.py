@@ -6,6 +6,8 @@
     dedupe        one candidate per id and per text; linked answers leave the list
     cap           the first qa_candidate_cap (7)
     rerank        cross-encoder relevance, sorted by score (first-stage order without one)
+    later_answers an earlier answer among the chunks gets its criterion's newest answer just
+                  ahead of it, within the answer and suggestion chunks' number
     split         answer chunks [0:qa_answer_n], suggestion chunks [qa_answer_n:+qa_suggestion_n]
 
 The linked follow-ups come first and are returned on their own: they never compete for the
@@ -16,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from core.models import Candidate, DroppedFollowup, FollowupHit, RerankerStatus
+from core.models import Candidate, CurrentAnswer, DroppedFollowup, FollowupHit, RerankerStatus
 from core.retrieval.source import Query
 from core.retrieval.stages import RetrievalEnv, Timings, first_stage, rerank
 from core.retrieval.tiers import (
+    Supersession,
     assign_tiers,
     context_order,
     fetch_vouched_followups,
@@ -28,7 +31,8 @@ from core.retrieval.tiers import (
     merge_tiers,
 )
 
-QA_STAGES = ("hash_fetch", "first_stage", "followups", "dedupe", "cap", "rerank", "split")
+QA_STAGES = ("hash_fetch", "first_stage", "followups", "dedupe", "cap", "rerank",
+             "later_answers", "split")
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class QAResult:
     reranked: list[Candidate]  # the capped candidates, best score first
     answer: list[Candidate]
     suggestions: list[Candidate]
+    current_answer: CurrentAnswer | None = None  # the question's criterion's newest answer
     notes: list[str] = field(default_factory=list)
     timings: Timings = field(default_factory=Timings)
 
@@ -91,14 +96,20 @@ def run(env: RetrievalEnv, query: Query, timings: Timings | None = None) -> QARe
             env.notes.append(f"No reranker ran ({env.reranker_status.reason}); the candidates "
                              "keep first-stage order.")
         reranked = rerank(env, query.text, capped)
+    with timings.stage("later_answers"):
+        answers = Supersession.of(env)
+        linked_followups = answers.mark_hits(context_order(kept), query) or []
+        shown = answers.with_newest(reranked, query, s.qa_answer_n + s.qa_suggestion_n,
+                                    shown=[h.id for h in linked_followups])
+        current = answers.current(query)
     with timings.stage("split"):
-        answer, suggestions = split(reranked, s.qa_answer_n, s.qa_suggestion_n)
+        answer, suggestions = split(shown, s.qa_answer_n, s.qa_suggestion_n)
     return QAResult(
         question=query.text, question_hash=query.criterion_hash, reranker=env.reranker_status,
-        linked_followups=context_order(kept), dropped_followups=capped_rounds + crowded,
+        linked_followups=linked_followups, dropped_followups=capped_rounds + crowded,
         first_stage=hits, deduplicated=deduplicated, duplicates=duplicates, capped=capped,
         over_cap=over_cap, reranked=reranked, answer=answer, suggestions=suggestions,
-        notes=env.notes, timings=timings,
+        current_answer=current, notes=env.notes, timings=timings,
     )
 
 

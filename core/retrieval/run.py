@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 
 from core.config import Settings
 from core.encoders.rerank import Reranker
@@ -15,6 +16,7 @@ from core.retrieval.source import CandidateSource, Query, RecordReader, StoredCh
 from core.retrieval.stages import RetrievalEnv, Timings
 from core.retrieval.strategies import Strategy
 from core.retrieval.strategies.base import StrategyResult
+from core.retrieval.tiers import Supersession
 from core.store import (
     CONSISTENT_READ_ATTEMPTS,
     EvidenceStore,
@@ -23,6 +25,26 @@ from core.store import (
     committed_versions,
     is_committed,
 )
+
+
+def mark_later_answers(env: RetrievalEnv, query: Query, result: StrategyResult
+                       ) -> StrategyResult:
+    """The result with the criterion's current answer and, on every follow-up it holds
+    (tiered, dropped or an excerpt), the later answer to its criterion (see Supersession)."""
+    answers = Supersession.of(env)
+    return replace(
+        result,
+        current_answer=answers.current(query),
+        evidence=answers.mark_candidates(result.evidence, query),
+        followups=answers.mark_hits(result.followups, query) or [],
+        first_stage=answers.mark_candidates(result.first_stage, query),
+        reranked=answers.mark_candidates(result.reranked, query),
+        hash_path=answers.mark_hits(result.hash_path, query),
+        semantic_path=answers.mark_hits(result.semantic_path, query),
+        dropped_followups=[d.model_copy(update={"followup": hit}) for d, hit in zip(
+            result.dropped_followups,
+            answers.mark_hits([d.followup for d in result.dropped_followups], query) or [],
+            strict=True)])
 
 
 class StrategyRunner:
@@ -73,7 +95,8 @@ class StrategyRunner:
             settings=self.settings, vendor_id=vendor.vendor_id, search=search,
             records=evidence, reranker=reranker, reranker_status=reranker_status,
             read_links=lambda: self.read_links(vendor, generation),
-            read_linked=lambda ids: self.read_linked(vendor, generation, evidence, ids))
+            read_linked=lambda ids: self.read_linked(vendor, generation, evidence, ids),
+            read_answers=lambda: self.links.read(vendor, generation).answers)
 
     def store_state(self, vendor_id: str | None, embedding_model: str) -> str | None:
         """A value that changes whenever what readers see of the vendor (of every vendor,
@@ -176,6 +199,8 @@ class StrategyRunner:
             env = self.env(vendor, generation, evidence, search, reranker, reranker_status)
             try:
                 result = strategy.run(env, query, timings)
+                with timings.stage("later_answers"):
+                    result = mark_later_answers(env, query, result)
             finally:
                 if isinstance(search, HybridSearch):
                     search.close()

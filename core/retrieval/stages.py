@@ -6,11 +6,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from core.config import Settings
 from core.encoders.rerank import Reranker
 from core.models import BoostOutcome, Candidate, RerankerStatus
-from core.retrieval.links import Links
+from core.retrieval.links import AnswerIndex, Links
 from core.retrieval.source import CandidateSource, Query, RecordReader, StoredChunk, Where
 from core.store import is_withdrawn
 
@@ -48,7 +49,13 @@ class RetrievalEnv:
     # Linked follow-ups' records with their vectors, in the order asked for (the runner
     # keeps them while their links say they are unchanged); None: read from `records`.
     read_linked: Callable[[Sequence[str]], list[StoredChunk]] | None = None
+    # The answers of each criterion (kept by the runner per generation); None: indexed from
+    # `links` once per run.
+    read_answers: Callable[[], AnswerIndex] | None = None
+    # What a stage computed for the whole run and other stages reuse, by name.
+    kept: dict[str, Any] = field(default_factory=dict)
     _links: Links | None = None
+    _answers: AnswerIndex | None = None
 
     def links(self) -> Links:
         """Follow-up id -> (criterion hash, canonical criterion hash, linked criterion text),
@@ -56,6 +63,13 @@ class RetrievalEnv:
         if self._links is None:
             self._links = self.read_links()
         return self._links
+
+    def answers(self) -> AnswerIndex:
+        """Which stored answers answer each criterion, read once per run."""
+        if self._answers is None:
+            self._answers = (self.read_answers() if self.read_answers is not None
+                             else AnswerIndex(self.links()))
+        return self._answers
 
     def linked_records(self, ids: Sequence[str]) -> list[StoredChunk]:
         """The records of these linked follow-ups that exist, with their vectors, in the

@@ -10,7 +10,8 @@ from __future__ import annotations
 import difflib
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -18,8 +19,17 @@ import numpy as np
 
 from core.config import Settings
 from core.hashing import TYPOGRAPHY, fold_typography, normalize_text
-from core.models import Candidate, DroppedFollowup, FollowupHit, by_round
-from core.retrieval.source import Query
+from core.models import (
+    FOLLOWUP_SOURCE_TYPE,
+    Candidate,
+    CurrentAnswer,
+    DroppedFollowup,
+    FollowupHit,
+    LaterAnswer,
+    by_round,
+)
+from core.retrieval.links import AnswerIndex
+from core.retrieval.source import Query, StoredChunk
 from core.retrieval.stages import RetrievalEnv, candidate_from_chunk
 from core.store import followup_canonical_hash
 
@@ -262,6 +272,142 @@ def context_order(hits: Sequence[FollowupHit]) -> list[FollowupHit]:
 
 
 # Reasons ---------------------------------------------------------------------------------
+
+# Supersession: which answer is the newest -------------------------------------------------
+
+class Supersession:
+    """Which stored answer is a criterion's newest, and which answers a later round answered
+    after it: the one place either is decided.
+
+    Two answers answer the same criterion when they share its canonical hash (the same
+    criterion hash, whatever the typography) or its questionnaire id; the query's own answers
+    are every answer linked to it (with a criteria file's questionnaire ids). The newest is
+    the answer of the highest round (the latest timestamp, then the id, within it). An
+    earlier answer is one of an earlier round than the newest: answers of one round are
+    equals. A later answer need not correct the earlier one; a later round may answer
+    another part of the criterion."""
+
+    def __init__(self, index: AnswerIndex,
+                 read: Callable[[Sequence[str]], list[StoredChunk]]) -> None:
+        self.index = index
+        self.read = read
+        self._newest: dict[tuple[str, ...], StoredChunk | None] = {}
+
+    @classmethod
+    def of(cls, env: RetrievalEnv) -> Supersession:
+        """The environment's answers, their records read through its linked-record cache;
+        one per run, so every stage asks the same records once."""
+        if "supersession" not in env.kept:
+            env.kept["supersession"] = cls(env.answers(), env.linked_records)
+        return env.kept["supersession"]
+
+    def answers_to(self, query: Query) -> list[str]:
+        """The stored answers linked to the query's criterion."""
+        return self.index.answering(query.canonical_hash, query.questionnaire_ids)
+
+    def newest(self, ids: Sequence[str]) -> StoredChunk | None:
+        """The newest of these answers whose record is stored (a withdrawn one is not)."""
+        key = tuple(sorted(ids))
+        if key not in self._newest:
+            self._newest[key] = self._read_newest(ids)
+        return self._newest[key]
+
+    def _read_newest(self, ids: Sequence[str]) -> StoredChunk | None:
+        rounds: dict[int, list[str]] = defaultdict(list)
+        for followup_id in ids:
+            number = self.index.round_of(followup_id)
+            if number is not None:
+                rounds[number].append(followup_id)
+        for number in sorted(rounds, reverse=True):
+            stored = [c for c in self.read(rounds[number])
+                      if c.metadata.get("source_type") == FOLLOWUP_SOURCE_TYPE]
+            if stored:
+                return max(stored, key=lambda c: (str(c.metadata.get("timestamp", "")), c.id))
+        return None
+
+    def current(self, query: Query) -> CurrentAnswer | None:
+        """The query's criterion's newest answer; None when no round answered it."""
+        chunk = self.newest(self.answers_to(query))
+        if chunk is None:
+            return None
+        meta = chunk.metadata
+        return CurrentAnswer(
+            id=chunk.id, round_number=int(meta["round_number"]),
+            answered_at=str(meta.get("timestamp", "")), source=str(meta.get("source", "")),
+            question_text=str(meta.get("question_text", "")),
+            answer_text=str(meta.get("answer_text", "")),
+            questionnaire_id=meta.get("questionnaire_id") or None, content=chunk.text)
+
+    def later_answer(self, followup_id: str, round_number: int, *, query: Query | None = None,
+                     metadata: dict[str, Any] | None = None) -> LaterAnswer | None:
+        """The newest answer to this answer's criterion when a later round gave it; None when
+        this answer is the newest (or of the newest round), or answers no criterion."""
+        newest = self.newest(self._same_criterion(followup_id, query, metadata or {}))
+        if newest is None or newest.id == followup_id:
+            return None
+        newest_round = int(newest.metadata["round_number"])
+        if newest_round <= round_number:
+            return None
+        return LaterAnswer(id=newest.id, round_number=newest_round,
+                           answered_at=str(newest.metadata.get("timestamp", "")))
+
+    def _same_criterion(self, followup_id: str, query: Query | None,
+                        metadata: dict[str, Any]) -> list[str]:
+        if query is not None:
+            linked = self.answers_to(query)
+            if followup_id in linked:
+                return linked
+        link = self.index.links.get(followup_id)
+        if link is not None:
+            canonical, questionnaire_id = link.canonical_hash, link.questionnaire_id
+        else:  # an answer the links do not name: what its own record says it answers
+            canonical = followup_canonical_hash(metadata) if metadata else None
+            questionnaire_id = metadata.get("questionnaire_id")
+        return self.index.answering(canonical, [questionnaire_id] if questionnaire_id else [])
+
+    def mark_hits(self, hits: Sequence[FollowupHit] | None, query: Query
+                  ) -> list[FollowupHit] | None:
+        """The follow-ups, each with its later answer."""
+        if hits is None:
+            return None
+        return [hit.model_copy(update={"later_answer": self.later_answer(
+            hit.id, hit.round_number, query=query)}) for hit in hits]
+
+    def mark_candidates(self, candidates: Sequence[Candidate], query: Query) -> list[Candidate]:
+        """The candidates, each follow-up answer among them with its later answer."""
+        return [c.model_copy(update={"later_answer": self.later_answer(
+                    c.id, int(c.metadata["round_number"]), query=query, metadata=c.metadata)})
+                if c.is_followup and c.metadata.get("round_number") is not None else c
+                for c in candidates]
+
+    def with_newest(self, excerpts: Sequence[Candidate], query: Query, budget: int,
+                    shown: Sequence[str] = ()) -> list[Candidate]:
+        """The excerpts with the newest answer to each earlier answer's criterion just ahead
+        of it (moved up, or read and brought in), at most `budget` of them; an answer in
+        `shown` (held elsewhere beside them) is not brought in again."""
+        marked = self.mark_candidates(excerpts, query)
+        placed: list[Candidate] = []
+        for candidate in marked:
+            if any(c.id == candidate.id for c in placed):
+                continue
+            later = candidate.later_answer
+            if later is not None and later.id not in shown and not any(
+                    c.id == later.id for c in placed):
+                newest = next((c for c in marked if c.id == later.id), None)
+                if newest is None:
+                    newest = self._brought(later.id, candidate.id)
+                if newest is not None:
+                    placed.append(newest)
+            placed.append(candidate)
+        return placed[:budget]
+
+    def _brought(self, newest_id: str, earlier_id: str) -> Candidate | None:
+        """The newest answer's record as an excerpt no search ranked."""
+        found = self.read([newest_id])
+        if not found:
+            return None
+        return candidate_from_chunk(found[0]).model_copy(update={"brought_in": earlier_id})
+
 
 def _low_tier_reason(hit: FollowupHit, criterion: str, settings: Settings) -> str:
     if "near_copy" in hit.found_by:

@@ -140,20 +140,24 @@ def is_withdrawn(metadata: dict[str, Any] | None) -> bool:
 
 class FollowupLink(NamedTuple):
     """What a follow-up response answers: its criterion (None, None and "" for an ad-hoc
-    question) and the questionnaire's own id of its question, where it has one."""
+    question) and the questionnaire's own id of its question, where it has one; and the round
+    that answered it."""
 
     criterion_hash: str | None
     canonical_hash: str | None
     criterion_text: str
     questionnaire_id: str | None = None
+    round_number: int | None = None
 
 
 def followup_link(metadata: dict[str, Any]) -> FollowupLink:
     """What a follow-up response (its stored metadata, or its link record's) is linked to."""
+    round_number = metadata.get("round_number")
     return FollowupLink(metadata.get("criterion_question_hash"),
                         followup_canonical_hash(metadata),
                         str(metadata.get("original_criterion_question_text") or ""),
-                        metadata.get("questionnaire_id") or None)
+                        metadata.get("questionnaire_id") or None,
+                        int(round_number) if round_number is not None else None)
 
 
 def followup_canonical_hash(metadata: dict[str, Any]) -> str | None:

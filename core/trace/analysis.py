@@ -4,6 +4,7 @@ Pure functions over RetrievalTrace data: nothing here searches again."""
 from __future__ import annotations
 
 import difflib
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,7 +18,15 @@ from core.models import (
     by_round,
 )
 from core.retrieval.stages import boost_followup_documents
-from core.trace.context import ContextEntry, context_entries, evidence_source
+from core.trace.context import (
+    ContextEntry,
+    answer_standing,
+    context_entries,
+    evidence_source,
+    excerpt_label,
+    one_line,
+    response_date,
+)
 
 
 def move_label(before: int | None, after: int | None) -> str:
@@ -182,3 +191,55 @@ def answer_diff(previous: str, current: str) -> list[tuple[str, str]]:
 def context_map(trace: RetrievalTrace) -> list[ContextEntry]:
     """<index_N> -> the chunk(s) and document it holds, in context order."""
     return context_entries(trace.evidence, trace.followups)
+
+
+def kind_label(doc_type: str, round_number: int | None = None) -> str:
+    """A record's type in words: "vendor document", "round 3 answer", "document sent with
+    round 2", "SOC 2 summary (overview)"."""
+    if doc_type.startswith("followup_response:"):
+        return f"round {doc_type.split(':', 1)[1]} answer"
+    if doc_type == "followup_document":
+        return (f"document sent with round {round_number}" if round_number
+                else "document sent with a round")
+    if doc_type.startswith("soc2_summary:"):
+        return f"SOC 2 summary ({doc_type.split(':', 1)[1]})"
+    return {"tc_files": "vendor document"}.get(doc_type, doc_type or "record")
+
+
+def trace_text(trace: RetrievalTrace, width: int = 100) -> str:
+    """`evidence retrieve --format text`: the criterion, its current answer, the earlier
+    answers the retrieval saw, and the context's excerpts with their labels, wrapped."""
+    def wrapped(text: str, indent: str = "    ") -> list[str]:
+        return textwrap.wrap(one_line(text), width=width, initial_indent=indent,
+                             subsequent_indent=indent) or [indent.rstrip()]
+
+    lines = wrapped(f"Criterion: {trace.criterion}", "")
+    lines.append(f"Strategy: {trace.strategy}; vendor {trace.vendor_id}")
+    current = trace.current_answer
+    lines.append("")
+    if current is None:
+        lines.append("Current answer: no questionnaire round answered this criterion.")
+    else:
+        lines += wrapped(f"Current answer: round {current.round_number} "
+                         f"({response_date(current.answered_at)}), {current.source}", "")
+        lines += wrapped(f"Q: {current.question_text}") + wrapped(f"A: {current.answer_text}")
+    seen = {h.id: h for h in [*trace.followups, *(d.followup for d in trace.dropped_followups)]}
+    earlier = [h for h in by_round(seen.values(), newest_first=True)
+               if current is None or h.id != current.id]
+    if earlier:
+        lines += ["", "Other answers to this criterion:"]
+        for hit in earlier:
+            where = "in the context" if trace.fate(hit.id) == "in_context" else "left out"
+            said = answer_standing(hit.round_number, hit.timestamp, hit.later_answer, False)
+            lines += wrapped(f"{said[0].upper()}{said[1:]}, {where}: \"{hit.answer_text}\"",
+                             "  ")
+    lines += ["", "Excerpts in the context:" if trace.evidence
+              else "No excerpt is in the context."]
+    current_id = current.id if current else None
+    for i, candidate in enumerate(trace.evidence, start=1):
+        kind = kind_label(candidate.type, candidate.round_number)
+        lines += wrapped(f"[{i}] {excerpt_label(candidate, current_id)} ({kind})", "")
+        lines += wrapped(candidate.text)
+    if trace.notes:
+        lines += ["", *(n for note in trace.notes for n in wrapped(f"Note: {note}", ""))]
+    return "\n".join(lines)

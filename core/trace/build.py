@@ -15,7 +15,12 @@ from core.retrieval.stages import Timings
 from core.retrieval.strategies import Strategy, get_strategy
 from core.retrieval.strategies.base import StrategyResult
 from core.services import Services
-from core.trace.context import format_context_xml, format_prompt
+from core.trace.context import (
+    format_context_xml,
+    format_current_context_xml,
+    format_current_prompt,
+    format_prompt,
+)
 
 
 def retrieve(services: Services, vendor_id: str, criterion: str, strategy: str,
@@ -50,15 +55,22 @@ def build_trace(*, vendor_id: str, query: Query, strategy: Strategy, result: Str
     """The trace of one run: the strategy's parts, the context and prompt laid out from
     them, the constants in force and every stage's time since `started`."""
     with timings.stage("format"):
-        context = format_context_xml(result.evidence, result.followups)
-        prompt = format_prompt(query.text, result.evidence, result.followups)
+        if strategy.leads_with_current_answer:
+            context = format_current_context_xml(result.current_answer, result.evidence,
+                                                 result.followups)
+            prompt = format_current_prompt(query.text, result.current_answer, result.evidence,
+                                           result.followups)
+        else:  # the seeds' layouts, as written
+            context = format_context_xml(result.evidence, result.followups)
+            prompt = format_prompt(query.text, result.evidence, result.followups)
     timings.ms["total"] = (time.perf_counter() - started) * 1000.0
     return RetrievalTrace(
         vendor_id=vendor_id, criterion=query.text, criterion_hash=query.criterion_hash,
         questionnaire_ids=list(query.questionnaire_ids), strategy=strategy.name,
         reranker=reranker_status, embedding_model=embedding_model,
         constants=SeedConstants(**settings.seed_constants()), context=context, prompt=prompt,
-        followups=result.followups, evidence=result.evidence, first_stage=result.first_stage,
+        current_answer=result.current_answer, followups=result.followups,
+        evidence=result.evidence, first_stage=result.first_stage,
         hash_path=result.hash_path, semantic_path=result.semantic_path,
         reranked=result.reranked, dropped_followups=result.dropped_followups, notes=notes,
         timings_ms={k: round(v, 3) for k, v in timings.ms.items()}, boost=result.boost,

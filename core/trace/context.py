@@ -7,7 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
-from core.models import Candidate, FollowupHit, by_round, parse_iso_timestamp
+from core.models import (
+    Candidate,
+    CurrentAnswer,
+    FollowupHit,
+    LaterAnswer,
+    by_round,
+    parse_iso_timestamp,
+)
 
 # Characters XML 1.0 cannot carry at all; they become U+FFFD so the context always parses.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -201,4 +208,180 @@ def format_prompt(criterion: str, evidence: Sequence[Candidate],
         format_documents_prompt(evidence),
         f"**Criterion to Evaluate:**\n{quoted(criterion)}",
         _PROMPT_TAIL,
+    ])
+
+
+# The project's own layout (precedence, hybrid) ----------------------------------------------
+#
+# A model does not read recency from order: the context and the prompt lead with the
+# criterion's current answer, and every answer says its round, its date and where it stands.
+
+def later_note(later: LaterAnswer, criterion: str = "this criterion") -> str:
+    """"round 5 (2024-02-12) answered this criterion later" ("the same criterion" for an
+    answer to another criterion than the one asked)."""
+    return (f"round {later.round_number} ({response_date(later.answered_at)}) answered "
+            f"{criterion} later")
+
+
+def earlier_note(later: LaterAnswer, criterion: str = "this criterion") -> str:
+    """How an earlier answer is labelled, in neutral words (a later round may answer another
+    part of the criterion, not correct this one)."""
+    return f"an earlier answer; {later_note(later, criterion)}"
+
+
+def answer_standing(round_number: int, timestamp: str, later: LaterAnswer | None,
+                    current: bool, criterion: str = "this criterion", *,
+                    round_named: bool = False) -> str:
+    """An answer's round, date and standing: "round 3 (2024-01-20), an earlier answer; round 5
+    (2024-02-12) answered this criterion later", or "..., the current answer"; the date alone
+    first where the label beside it names the round."""
+    when = (response_date(timestamp) if round_named
+            else f"round {round_number} ({response_date(timestamp)})")
+    if later is not None:
+        return f"{when}, {earlier_note(later, criterion)}"
+    return f"{when}, the current answer" if current else when
+
+
+def excerpt_label(candidate: Candidate, current_id: str | None = None) -> str:
+    """An excerpt's label in the project's layout: a follow-up answer names its round, date
+    and standing, and one brought in says whose newest answer it is."""
+    label = evidence_source(candidate)
+    if not candidate.is_followup or candidate.round_number is None:
+        return label
+    standing = answer_standing(candidate.round_number,
+                               str(candidate.metadata.get("timestamp", "")),
+                               candidate.later_answer, candidate.id == current_id,
+                               "the same criterion")
+    if candidate.brought_in:
+        standing += ", the newest answer to the criterion of the earlier answer that follows"
+    return f"{label}: {standing}"
+
+
+def _hit_heading(hit: FollowupHit, current_id: str | None) -> str:
+    qid = f" › {one_line(hit.questionnaire_id)}" if hit.questionnaire_id else ""
+    when = f"[Round {hit.round_number}{qid} ({response_date(hit.timestamp)})"
+    if hit.later_answer is not None:
+        return f"{when}: {earlier_note(hit.later_answer)}]"
+    return f"{when}: the current answer]" if hit.id == current_id else f"{when}]"
+
+
+def _current_xml(current: CurrentAnswer) -> str:
+    content = (f"The vendor's newest answer to this criterion, round {current.round_number} "
+               f"({response_date(current.answered_at)}).\n"
+               f"Question: {_indented(current.question_text)}\n"
+               f"Answer: {_indented(current.answer_text)}")
+    return (f"<current_answer>\n<source>{xml_text(current.source)}</source>\n<content>\n"
+            f"{xml_text(content)}\n</content>\n</current_answer>")
+
+
+def _own_entry_xml(entry: ContextEntry, current_id: str | None) -> str:
+    if entry.excerpt is not None:
+        label, content = excerpt_label(entry.excerpt, current_id), entry.excerpt.text
+    else:
+        label = entry.label
+        content = "\n\n".join(
+            f"{_hit_heading(h, current_id)}\nQuestion: {_indented(h.question_text)}\n"
+            f"Answer: {_indented(h.answer_text)}" for h in entry.followups)
+    return (f"<index_{entry.index}>\n<source>{xml_text(label)}</source>\n<content>\n"
+            f"{xml_text(content)}\n</content>\n</index_{entry.index}>")
+
+
+def format_current_context_xml(current: CurrentAnswer | None, evidence: Sequence[Candidate],
+                               followups: Sequence[FollowupHit]) -> str:
+    """The project's context: the criterion's current answer first (<current_answer>), then
+    the excerpts as <index_1>..<index_N> and the linked follow-ups as <index_N+1>, as the
+    seeds lay them out, every answer labelled with its round, date and standing."""
+    current_id = current.id if current else None
+    parts = [_current_xml(current)] if current is not None else []
+    parts += [_own_entry_xml(e, current_id) for e in context_entries(evidence, followups)]
+    return "\n".join(parts)
+
+
+_OWN_PROMPT_HEAD = """You are a security assessor evaluating vendor compliance.
+
+**Source 1: Direct Vendor Responses (HIGHEST PRIORITY)**
+The vendor answered follow-up questionnaires in rounds. Each response below is labelled with
+its round and its date. The response labelled CURRENT ANSWER is the vendor's newest answer to
+this criterion: it states the vendor's position now. A response labelled EARLIER ANSWER came
+before a later round answered the same criterion. The order of the responses does not tell
+which is newest; the labels do.
+
+IMPORTANT: If an earlier answer conflicts with the current answer, the current answer is the
+vendor's position; note the conflict as a contradiction."""
+
+_OWN_PROMPT_TAIL = """Assess whether this criterion is MET, NOT_MET, or INCONCLUSIVE.
+Base the verdict on the CURRENT ANSWER where it speaks to the criterion, and on the
+documentation where it does not. If you observe contradictions between rounds, or between the
+current answer and the documentation, note them in your reasoning."""
+
+
+def _response_block(kind: str, round_number: int, timestamp: str, place: str,
+                    question: str, answer: str) -> str:
+    return (f"[{kind}ROUND {round_number} - {response_date(timestamp)}{place}]\n"
+            f"Question: {quoted(question)}\nVendor Response: {quoted(answer)}")
+
+
+def format_current_responses_prompt(current: CurrentAnswer | None,
+                                    followups: Sequence[FollowupHit],
+                                    answer_excerpts: Sequence[Candidate]) -> str:
+    """Source 1 of the project's prompt: the current answer first, then every other response
+    newest first, each labelled; answers found by search sit here too, with their round."""
+    if current is None and not followups and not answer_excerpts:
+        return NO_RESPONSES
+    blocks = []
+    if current is not None:
+        place = f" - {one_line(current.source)}" if current.questionnaire_id else ""
+        blocks.append(_response_block("CURRENT ANSWER - ", current.round_number,
+                                      current.answered_at, place, current.question_text,
+                                      current.answer_text))
+    current_id = current.id if current else None
+    for hit in by_round(followups, newest_first=True):
+        if hit.id == current_id:
+            continue
+        place = f" - {one_line(hit.source)}" if hit.questionnaire_id else ""
+        if hit.later_answer is not None:
+            kind = "EARLIER ANSWER - "
+            place += f" - {later_note(hit.later_answer)}"
+        else:
+            kind = ""
+        blocks.append(_response_block(kind, hit.round_number, hit.timestamp, place,
+                                      hit.question_text, hit.answer_text))
+    for excerpt in answer_excerpts:
+        meta = excerpt.metadata
+        later = excerpt.later_answer
+        kind = "EARLIER ANSWER - " if later is not None else ""
+        place = f" - {one_line(excerpt.source)} - found by search"
+        linked = meta.get("original_criterion_question_text")
+        place += (f", answering: {one_line(str(linked))}" if linked
+                  else ", an ad-hoc question")
+        if later is not None:
+            place += f" - {later_note(later, 'the same criterion')}"
+        elif excerpt.brought_in:
+            place += " - the newest answer to the criterion it answers"
+        blocks.append(_response_block(kind, int(meta["round_number"]),
+                                      str(meta.get("timestamp", "")), place,
+                                      str(meta.get("question_text", "")),
+                                      str(meta.get("answer_text", excerpt.text))))
+    return "\n\n---\n\n".join(blocks)
+
+
+def format_current_prompt(criterion: str, current: CurrentAnswer | None,
+                          evidence: Sequence[Candidate],
+                          followups: Sequence[FollowupHit]) -> str:
+    """The project's prompt: seed 003's sections, Source 1 led by the current answer and
+    holding every vendor response (those found by search too), Source 2 the documents,
+    numbered as their context entries are."""
+    answers = [c for c in evidence if c.is_followup and c.round_number is not None]
+    documents = "\n\n".join(
+        f"[Document {e.index}: {one_line(e.label)}]\n  {quoted(e.excerpt.text)}"
+        for e in context_entries(evidence, []) if e.excerpt is not None
+        and not (e.excerpt.is_followup and e.excerpt.round_number is not None))
+    return "\n\n".join([
+        _OWN_PROMPT_HEAD,
+        format_current_responses_prompt(current, followups, answers),
+        "**Source 2: General Documentation**\n"
+        "Supporting evidence from vendor policies, SOC2 reports, and other documents.",
+        documents or NO_DOCUMENTS,
+        f"**Criterion to Evaluate:**\n{quoted(criterion)}",
+        _OWN_PROMPT_TAIL,
     ])

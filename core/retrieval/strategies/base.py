@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from core.models import BoostOutcome, Candidate, DroppedFollowup, FollowupHit
+from core.models import BoostOutcome, Candidate, CurrentAnswer, DroppedFollowup, FollowupHit
 from core.retrieval.source import Query
 from core.retrieval.stages import RetrievalEnv, Timings
 
@@ -23,6 +23,8 @@ class StrategyResult:
     semantic_path: list[FollowupHit] | None = None
     dropped_followups: list[DroppedFollowup] = field(default_factory=list)
     boost: BoostOutcome | None = None  # None: this strategy applies no boost
+    # The criterion's newest answer, whatever the strategy kept (the runner adds it).
+    current_answer: CurrentAnswer | None = None
 
 
 StrategyRun = Callable[[RetrievalEnv, Query, Timings], StrategyResult]
@@ -40,3 +42,10 @@ class Strategy:
     summary: str
     run: StrategyRun
     search: SearchKind = "vector"
+    # The project's own layout: the context and prompt lead with the criterion's current
+    # answer and label every earlier answer. The seeds' layouts are their artifacts, as
+    # written.
+    leads_with_current_answer: bool = False
+    # Whether the follow-ups take precedence over the excerpts (read first), as the seeds
+    # that extract or tier them by hash intend, whatever the context's order.
+    followups_first: bool = False

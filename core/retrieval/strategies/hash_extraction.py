@@ -49,4 +49,5 @@ STRATEGY = Strategy(
     summary="search 100, extract hash-linked follow-ups (latest 3), rerank top 70 of the rest, "
             "top 6, follow-ups last",
     run=run,
+    followups_first=True,
 )

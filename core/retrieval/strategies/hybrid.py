@@ -14,4 +14,6 @@ STRATEGY = Strategy(
             "100 fused by reciprocal rank fusion (k=60); follow-ups as in precedence",
     run=precedence.run,
     search="hybrid",
+    leads_with_current_answer=True,
+    followups_first=True,
 )

@@ -1,5 +1,6 @@
 """The default: every hash-linked follow-up fetched by metadata, tiered, documents boosted,
-follow-ups last in the context."""
+follow-ups last in the context, which leads with the criterion's current answer; an earlier
+answer among the excerpts has the newest answer to its criterion just ahead of it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from core.retrieval.stages import (
 )
 from core.retrieval.strategies.base import Query, Strategy, StrategyResult
 from core.retrieval.tiers import (
+    Supersession,
     assign_tiers,
     competing_followup,
     context_order,
@@ -67,6 +69,10 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
         boost = boost_outcome(boosted, s.followup_document_boost, s.followup_boost_cap)
     with timings.stage("select"):
         evidence = select_top(env, boosted, s.top_reranked_n)
+    with timings.stage("later_answers"):
+        # An earlier answer among the excerpts has its criterion's newest answer just ahead.
+        evidence = Supersession.of(env).with_newest(evidence, query, s.top_reranked_n,
+                                                    shown=[h.id for h in kept])
     return StrategyResult(
         evidence=evidence, followups=context_order(kept), first_stage=hits, reranked=boosted,
         hash_path=hash_hits, boost=boost,
@@ -82,4 +88,6 @@ STRATEGY = Strategy(
             "linked to a typo of the criterion as low tier; "
             "search 100, rerank top 70, follow-up documents boosted, top 6; follow-ups last",
     run=run,
+    leads_with_current_answer=True,
+    followups_first=True,
 )

@@ -56,4 +56,5 @@ STRATEGY = Strategy(
     summary="hash-filtered vector search (3) + semantic search (10), tiers high/medium/low "
             "(difflib >= 0.7), max 3; documents of the semantic path reranked, top 6",
     run=run,
+    followups_first=True,
 )
