@@ -6,6 +6,7 @@ and read back instead of sending the same prompt twice, and a changed store make
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,9 @@ from core.review.verdicts import VerdictAnswer
 from core.store import verdicts_collection_name
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
-from tests.fakes import FakeEmbedder, FakeReranker
+from tests.fakes import FakeEmbedder, FakeReranker, point_the_command_at
 from tests.support import payloads
+from tests.support.cli import run_main
 
 pytest_plugins = ["tests.llm_stub"]
 
@@ -198,8 +200,6 @@ def test_no_endpoint_is_refused_before_anything_is_retrieved(seeded, llm_stub):
                  id="missing-fields"),
     pytest.param({"content": {**ANSWER, "reasoning": "   "}}, "reasoning is blank",
                  id="blank-reasoning"),
-    pytest.param({"content": {**ANSWER, "cited_rounds": [1, 2]}},
-                 "cited round(s) 2, which the prompt does not hold", id="round-not-in-prompt"),
 ])
 def test_a_failed_answer_is_one_error_and_nothing_is_recorded(seeded, llm_stub, reply,
                                                               expected):
@@ -245,3 +245,87 @@ def test_reading_a_vendor_never_assessed_creates_nothing(seeded):
     assert status.current_prompt_sha256 == hashlib.sha256(
         seeded.retrieve(VENDOR, AES_CRITERION).prompt.encode("utf-8")).hexdigest()
     assert verdict_collections(seeded) == set()
+
+
+# Rounds cited wherever the prompt holds them ------------------------------------------------
+
+PEN_TEST = "Does the vendor's penetration testing cover its mobile application?"
+MOBILE = "Does the annual penetration test include the mobile app?"
+NOT_MOBILE = "No, web and API only. The mobile application is not in scope."
+
+
+def seed_unlinked_answer(bench: Workbench, folder: Path) -> None:
+    """A round-4 answer that is not linked to PEN_TEST (it answers another wording of it), so
+    a retrieval for PEN_TEST finds it by search, among the excerpts."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pentest_policy.md").write_text(
+        "# Penetration testing\n\nAn external firm tests the web application every year.\n",
+        encoding="utf-8")
+    bench.ingest_documents(VENDOR, [folder])
+    bench.ingest_questionnaire(payloads.one_answer(4, NOT_MOBILE, criterion=MOBILE))
+
+
+def quoting_round(number: int, quote: str, cited: list[int]) -> dict:
+    return {"verdict": "NOT_MET", "reasoning": f"Round {number} excludes the mobile app.",
+            "contradictions": [], "cited_rounds": cited,
+            "quotes": [{"source": f"Round {number}", "quote": quote}]}
+
+
+@pytest.mark.parametrize("strategy", ["precedence", "semantic"])
+def test_a_round_held_among_the_excerpts_counts_as_held(workbench, tmp_path, llm_stub,
+                                                        strategy):
+    """Round 4 answered another wording of the criterion, so search finds it: precedence
+    shows it with the vendor's responses, the seeds' layout as a document. Either way the
+    prompt holds round 4's answer, and a verdict citing and quoting it is verified."""
+    seed_unlinked_answer(workbench, tmp_path / "docs")
+    trace = workbench.retrieve(VENDOR, PEN_TEST, strategy)
+    assert trace.followups == [] and trace.current_answer is None
+    [found] = [c for c in trace.evidence if c.is_followup]
+    assert found.round_number == 4 and NOT_MOBILE in trace.prompt
+    llm_stub.enqueue(quoting_round(4, "web and API only", [4]))
+
+    verdict = with_llm(workbench, llm_stub).verdicts.assess(VENDOR, PEN_TEST, strategy)
+
+    assert (verdict.verdict, verdict.counted_as, verdict.verified) == (
+        "NOT_MET", "NOT_MET", True)
+    assert verdict.cited_rounds == [4] and verdict.unverified_quotes == []
+
+
+def test_a_cited_round_the_prompt_does_not_hold_is_recorded_unverified(workbench, tmp_path,
+                                                                      llm_stub):
+    """The model's mistake is recorded, not a failure: the verdict is kept, unverified, and
+    counts as INCONCLUSIVE with the reason; the command does not fail."""
+    seed_unlinked_answer(workbench, tmp_path / "docs")
+    llm_stub.enqueue(quoting_round(4, "web and API only", [4, 7]))
+
+    verdict = with_llm(workbench, llm_stub).verdicts.assess(VENDOR, PEN_TEST)
+
+    assert (verdict.verdict, verdict.counted_as, verdict.verified) == (
+        "NOT_MET", "INCONCLUSIVE", False)
+    assert [(u.source, u.reason) for u in verdict.unverified_quotes] == [
+        ("Round 7", "round 7 is cited, but the prompt holds no answer of round 7 (its rounds: "
+                    "4)")]
+    status = workbench.verdicts.latest(VENDOR, PEN_TEST)
+    assert status.verdict is not None and status.verdict.counted_as == "INCONCLUSIVE"
+    assert "unverified" in status.summary
+
+
+@pytest.mark.parametrize("cited, counted", [([4], "NOT_MET"), ([4, 7], "INCONCLUSIVE")])
+def test_assess_exits_0_whether_the_cited_round_is_held_or_not(workbench, tmp_path, llm_stub,
+                                                               monkeypatch, capfd, cited,
+                                                               counted):
+    """`evidence assess` through the real client and the stub: a round held among the
+    excerpts is a verified citation; one the prompt does not hold is the model's mistake,
+    recorded unverified. Neither fails the command."""
+    seed_unlinked_answer(workbench, tmp_path / "docs")
+    point_the_command_at(workbench, monkeypatch)
+    monkeypatch.setenv("EVIDENCE_LLM_BASE_URL", llm_stub.base_url)
+    monkeypatch.setenv("EVIDENCE_LLM_MODEL", llm_stub.model)
+    llm_stub.enqueue(quoting_round(4, "web and API only", cited))
+
+    code, out, err = run_main(capfd, "assess", "--vendor", VENDOR, "--criterion", PEN_TEST)
+
+    assert code == 0, err
+    [line] = [json.loads(text) for text in out.splitlines()]
+    assert (line["cited_rounds"], line["counted_as"]) == (cited, counted)
+    assert line["verified"] is (counted == "NOT_MET")

@@ -41,7 +41,7 @@ def test_a_yes_turned_no_is_flagged_with_a_sentence_for_the_reviewer():
     assert flip == Contradiction(
         kind="yes_no", between=("round 3", "round 4"), values=("Yes", "No"),
         ids=("followup-3", "followup-4"), round_number=4, questionnaire_id=None,
-        sentence="Round 4 answers No where round 3 answered Yes.")
+        sentence="Round 4 answers No where round 3 answered Yes.", quotes=("Yes.", "No."))
 
 
 def test_the_same_yes_worded_differently_is_no_contradiction():
@@ -187,7 +187,9 @@ def test_a_document_naming_another_key_length_than_the_newest_answer_is_flagged(
     assert length == Contradiction(
         kind="key_length", between=("round 4", "encryption_standard.md"),
         values=("AES-256", "AES-128"), ids=("followup-4", "doc-1"), round_number=4,
-        sentence="encryption_standard.md names AES-128 where round 4 names AES-256.")
+        sentence="encryption_standard.md names AES-128 where round 4 names AES-256.",
+        quotes=("Yes, all data at rest uses AES-256.",
+                "Customer data at rest is encrypted with AES-128."))
 
 
 def test_only_the_newest_round_is_compared_with_documents():
@@ -314,3 +316,37 @@ def test_arbitrary_text_never_raises_and_every_finding_reads_as_a_sentence(
         assert contradiction.sentence.endswith(".")
         assert contradiction.values[0] != contradiction.values[1]
         assert set(contradiction.ids) <= {f.id for f in followups} | {"doc-1"}
+
+
+# Answers to one criterion across rounds ---------------------------------------------------
+
+def test_one_key_length_contradicts_another_named_beside_it_in_an_earlier_round():
+    """The sample's acme rounds 3 and 5: round 3 corrects earlier answers (AES-128 for most
+    data, AES-256 only for PII, a migration under way); round 5 says the migration completed.
+    The migration's target counts once it is done, and a single length stated later
+    contradicts another length stated earlier, though the earlier round also named it."""
+    earlier = ("We need to correct our earlier answers. Most stored data is encrypted with "
+               "AES-128. AES-256 is currently applied only to stores that hold PII. A "
+               "migration of all remaining tiers to AES-256 is under way and is planned to "
+               "finish in February.")
+    later = ("Confirmed. Migration to AES-256 completed on 2024-02-09 for all storage tiers, "
+             "including backups.")
+    [found] = find_contradictions([hit(3, earlier), hit(4, "Yes."), hit(5, later)])
+    assert found.kind == "key_length"
+    assert found.between == ("round 3", "round 5")
+    assert found.values == ("AES-128", "AES-256")
+    assert found.sentence == "Round 5 names AES-256 where round 3 named AES-128."
+    assert found.quotes == ("Most stored data is encrypted with AES-128.",
+                            "Migration to AES-256 completed on 2024-02-09 for all storage "
+                            "tiers, including backups.")
+
+
+def test_a_migration_not_yet_done_does_not_state_what_is_in_use():
+    assert find_contradictions([
+        hit(3, "All data at rest uses AES-128."),
+        hit(4, "A migration to AES-256 is under way and will finish next year.")]) == []
+
+
+def test_two_rounds_naming_the_same_lengths_do_not_contradict():
+    assert find_contradictions([hit(3, "AES-256 for data and AES-128 for caches."),
+                                hit(4, "We use AES-256 and AES-128, as before.")]) == []

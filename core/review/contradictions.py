@@ -10,7 +10,7 @@ import bisect
 import difflib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Literal
 
@@ -48,6 +48,9 @@ class Contradiction(BaseModel):
         None, description="the questionnaire id both answers answer; None for the criterion's "
                           "answers without one")
     sentence: str = Field(description="one plain sentence for the reviewer")
+    quotes: tuple[str, str] = Field(
+        ("", ""), description="the words of each side that state its value, as written, in "
+                              "the order of `between`")
 
 
 def find_contradictions(followups: Sequence[FollowupHit],
@@ -80,6 +83,7 @@ class _Claim:
     sense: str = "exact"  # a figure stated as it is, or as a bound ("min", "max")
     explicit: bool = False  # a protocol version stated as a minimum
     names: frozenset[str] = frozenset()  # the algorithms a name may be ("SHA-2": four)
+    clause: str = ""  # the clause that states it, as `_clauses` reads it
 
 
 @dataclass
@@ -111,15 +115,28 @@ _NEGATION = re.compile(
     r"moved away|upgrad\w*|formerly|previously|used to|weak|insecure|except|until|before)\b")
 
 
+# A move to something, and the words that say it is done ("Migration to AES-256 completed")
+# or not yet ("a migration to AES-256 is under way").
+_MOVE_TO = re.compile(r"\b(?:migrat\w*|upgrad\w*|moved|switched)\b[^,;]*?\bto\s+(?P<target>[^,;]+)")
+_DONE = re.compile(r"\b(?:complet\w*|finish\w*|done|now)\b")
+_NOT_YET = re.compile(r"\b(?:planned|plans?|will|under ?way|in progress|scheduled|underway|"
+                      r"ongoing|expected|by)\b")
+
+
 def _clauses(text: str) -> list[tuple[str, bool]]:
     """The text's clauses, lower-case with typography folded, each with whether it negates
-    or retires what it names."""
+    or retires what it names. The target of a move the clause says is done ("migration to
+    AES-256 completed") is a clause of its own that names what is in use."""
     clauses = []
     for raw in _CLAUSE_BREAK.split(_plain(text)):
         clause = " ".join(raw.split())
         if clause:
             negated = _NEGATION.search(_BOUND_WORDING.sub(" ", clause)) is not None
             clauses.append((clause, negated))
+            moved = _MOVE_TO.search(clause) if negated else None
+            if (moved is not None and _DONE.search(clause)
+                    and not _NOT_YET.search(clause)):
+                clauses.append((moved.group("target"), False))
     return clauses
 
 
@@ -431,17 +448,18 @@ def _index(match: re.Match[str]) -> int:
 
 
 def _claims(text: str, record_id: str, question: str | None = None,
-            question_key: str = "") -> list[_Claim]:
+            question_key: str = "", criterion: str | None = None) -> list[_Claim]:
     """What a text states. A figure's subject is what its clause names, with an answer's
-    question; for an answer whose clause and question name no activity, the question itself.
-    A text giving several different figures of one sort is not read for them."""
-    asked = [_plain(question)] if question is not None else []
+    question and the criterion it answers; for an answer whose clause, question and criterion
+    name no activity, the question itself. A text giving several different figures of one
+    sort is not read for them."""
+    asked = [_plain(t) for t in (question, criterion) if t]
     claims: list[_Claim] = []
     figures: list[_Claim] = []
     for clause, negated in _clauses(text):
         if negated:
             continue
-        claims += _crypto_claims(clause, record_id)
+        claims += [replace(c, clause=clause) for c in _crypto_claims(clause, record_id)]
         labels, said = _topic(clause, *asked)
         if labels:
             topic: tuple[object, ...] = labels
@@ -449,7 +467,8 @@ def _claims(text: str, record_id: str, question: str | None = None,
             topic = ("question", question_key)
         else:
             continue  # a document's figure about nothing named is compared with nothing
-        figures += _figure_claims(clause, topic, said, record_id)
+        figures += [replace(c, clause=clause)
+                    for c in _figure_claims(clause, topic, said, record_id)]
     sorts: dict[tuple[str, object], list[_Claim]] = {}
     for figure in figures:
         sorts.setdefault((figure.kind, figure.slot[0]), []).append(figure)
@@ -494,9 +513,22 @@ def _shown(claims: Sequence[_Claim]) -> str:
     return " and ".join(dict.fromkeys(c.shown for c in claims))
 
 
-def _disagreement(kind: ContradictionKind, older: Sequence[_Claim], newer: Sequence[_Claim]
+def _disagreement(kind: ContradictionKind, older: Sequence[_Claim], newer: Sequence[_Claim],
+                  *, across_rounds: bool = False
                   ) -> tuple[Sequence[_Claim], Sequence[_Claim]] | None:
-    """The claims of each side that disagree, or None where the sides can both hold."""
+    """The claims of each side that disagree, or None where the sides can both hold. Between
+    two rounds' answers to one criterion, a side that states one key length for an algorithm
+    disagrees with another length the other side states for it ("AES-128 for most data" and
+    "AES-256 for all tiers"), even where the other side also names the first."""
+    if across_rounds and kind == "key_length" and _any_agree(kind, older, newer):
+        first, second = _distinct(kind, older), _distinct(kind, newer)
+        if len(second) == 1:
+            other = [c for c in first if not _agree(kind, c, second[0])]
+            return (other, second) if other else None
+        if len(first) == 1:
+            other = [c for c in second if not _agree(kind, c, first[0])]
+            return (first, other) if other else None
+        return None
     if kind == "protocol_version":
         first, second = _lowest(older), _lowest(newer)
         a, b = first.value, second.value
@@ -565,7 +597,7 @@ def _groups(followups: Sequence[FollowupHit]) -> list[_Group]:
             question = _words(hit.question_text)
             answers.append(_Answer(hit, leading_yes_no(hit.answer_text), question, _claims(
                 hit.answer_text, hit.id, hit.question_text,
-                f"id:{key}" if key else f"q:{question}")))
+                f"id:{key}" if key else f"q:{question}", hit.criterion_question_text)))
         qid = next((h.questionnaire_id.strip() for h in hits if h.questionnaire_id), None)
         groups.append(_Group(qid if key else None, answers))
     return groups
@@ -593,7 +625,7 @@ def _round_contradictions(group: _Group) -> _Found:
             if earlier is None:
                 continue
             kind = newer[0].kind
-            pair = _disagreement(kind, earlier[1], newer)
+            pair = _disagreement(kind, earlier[1], newer, across_rounds=True)
             if pair is None or _already(reported, slot, *pair):
                 continue
             reported.append((slot, *pair))
@@ -604,7 +636,9 @@ def _round_contradictions(group: _Group) -> _Found:
                 new[0].topic or old[0].topic)
             found.append((_contradiction(kind, group, number,
                                          (f"round {earlier[0]}", f"round {number}"),
-                                         (old, new), sentence),
+                                         (old, new), sentence,
+                                         (_text(group, old[0].record_id),
+                                          _text(group, new[0].record_id))),
                           _hit(answers, new[0].record_id)))
     found.sort(key=lambda item: (item[1].round_number, item[1].timestamp), reverse=True)
     return found
@@ -622,6 +656,11 @@ def _already(reported: _Reported, slot: tuple[object, ...], old: Sequence[_Claim
 
 def _hit(answers: Sequence[_Answer], record_id: str) -> FollowupHit:
     return next(a.hit for a in answers if a.hit.id == record_id)
+
+
+def _text(group: _Group, record_id: str) -> str:
+    """The answer text of one of the group's answers."""
+    return _hit(group.answers, record_id).answer_text
 
 
 def _yes_no_flips(group: _Group) -> _Found:
@@ -648,7 +687,8 @@ def _yes_no_flips(group: _Group) -> _Found:
         found.append((Contradiction(
             kind="yes_no", between=(f"round {older_round}", f"round {newer_round}"),
             values=(then, now), ids=(older.hit.id, newer.hit.id), round_number=newer_round,
-            questionnaire_id=group.questionnaire_id, sentence=sentence), newer.hit))
+            questionnaire_id=group.questionnaire_id, sentence=sentence,
+            quotes=(_quote(older.hit.answer_text), _quote(newer.hit.answer_text))), newer.hit))
     return found
 
 
@@ -683,19 +723,41 @@ def _document_contradictions(group: _Group, documents: Sequence[Candidate]) -> _
                                  _statement(kind, group.speaker(number), in_answer),
                                  in_answer[0].topic or in_document[0].topic)
             found.append((_contradiction(kind, group, number, (f"round {number}", label),
-                                         (in_answer, in_document), sentence),
+                                         (in_answer, in_document), sentence,
+                                         (_text(group, in_answer[0].record_id),
+                                          document.text)),
                           _hit(newest, in_answer[0].record_id)))
     return found
 
 
 def _contradiction(kind: ContradictionKind, group: _Group, round_number: int,
                    between: tuple[str, str], claims: tuple[Sequence[_Claim], Sequence[_Claim]],
-                   sentence: str) -> Contradiction:
+                   sentence: str, texts: tuple[str, str]) -> Contradiction:
     first, second = claims
     return Contradiction(kind=kind, between=between, values=(_shown(first), _shown(second)),
                          ids=(first[0].record_id, second[0].record_id),
                          round_number=round_number, questionnaire_id=group.questionnaire_id,
-                         sentence=sentence)
+                         sentence=sentence,
+                         quotes=(_quote(texts[0], first), _quote(texts[1], second)))
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|[\n\r;]+")
+
+
+def _quote(text: str, claims: Sequence[_Claim] = ()) -> str:
+    """The sentence of `text` that states the first claim, as written (the first sentence
+    where no claim says which)."""
+    sentences = [" ".join(part.split()) for part in _SENTENCE.split(text) if part.strip()]
+    clause = claims[0].clause if claims else ""
+    shown = claims[0].shown.lower() if claims else ""
+    for sentence in sentences:
+        plain = " ".join(_plain(sentence).split())
+        if clause and (clause in plain or plain in clause):
+            return sentence
+    for sentence in sentences:
+        if shown and shown in _plain(sentence):
+            return sentence
+    return sentences[0] if sentences else ""
 
 
 # Sentences --------------------------------------------------------------------------------

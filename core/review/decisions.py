@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from core.errors import UserInputError
 from core.models import RetrievalTrace, by_round
-from core.review.contradictions import find_contradictions
+from core.review.contradictions import Contradiction, find_contradictions
 from core.review.verdicts import VerdictStatus, prompt_sha256
 from core.store import EvidenceStore
 
@@ -199,6 +199,9 @@ class DecisionView(BaseModel):
                                description="what changed since the decision, in words")
     contradictions: list[str] = Field(
         default_factory=list, description="answers that disagree now, found without a model")
+    contradiction_details: list[Contradiction] = Field(
+        default_factory=list, description="each contradiction with what disagrees, its values "
+                                          "and the words of each side (`quotes`)")
     model_contradictions: list[str] = Field(
         default_factory=list, description="the contradictions the language model's current "
                                           "verdict noted, if there is one")
@@ -383,13 +386,15 @@ class Reviewing:
                 "The context's text changed (its excerpts, or their order)."]
         else:
             state = "current"
-        found = find_contradictions(trace.followups, trace.evidence)
+        found = find_contradictions(
+            [*trace.followups, *(d.followup for d in trace.dropped_followups)], trace.evidence)
         shown = shown if shown is not None else self.verdict_of(trace)
         noted = (list(shown.verdict.contradictions)
                  if shown.verdict is not None and not shown.stale else [])
         return DecisionView(
             **latest.model_dump(exclude={"id", "seen", "verdict"}), state=state,
             changes=changes, contradictions=[c.sentence for c in found],
+            contradiction_details=found,
             model_contradictions=noted, seen=latest.seen,
             verdict=latest.verdict, history=list(history))
 

@@ -4,10 +4,10 @@ evidence.
 
 A verdict quotes, for each source it relies on, the exact words it relies on. Every quote is
 checked against the prompt (`core.review.llm.quotes`): a verdict with a quote that is not
-the words of the source it names, a cited round without a quote, or a MET or NOT_MET without
-any quote is unverified, and counts as INCONCLUSIVE wherever verdicts are summed up; the
-model's own verdict stays shown as it said it. A verdict stored before verdicts quoted was
-never checked (`verified` None) and counts as its verdict.
+the words of the source it names, a cited round the prompt does not hold or without a quote,
+or a MET or NOT_MET without any quote is unverified, and counts as INCONCLUSIVE wherever
+verdicts are summed up; the model's own verdict stays shown as it said it. A verdict stored
+before verdicts quoted was never checked (`verified` None) and counts as its verdict.
 
 A verdict is keyed by what decided it: the criterion's hash, the strategy, the SHA-256 of the
 exact prompt and the model. The same prompt is never sent twice to the same model: a stored
@@ -28,8 +28,8 @@ from core.config import Settings
 from core.errors import UserInputError
 from core.hashing import short_hash
 from core.models import RetrievalTrace
-from core.retrieval.strategies import DEFAULT_STRATEGY
-from core.review.llm.client import LLMClient, LLMError, describe_missing
+from core.retrieval.strategies import DEFAULT_STRATEGY, get_strategy
+from core.review.llm.client import LLMClient, describe_missing
 from core.review.llm.quotes import (
     CheckedQuote,
     QuoteCheck,
@@ -243,7 +243,6 @@ class Assessor:
                 return stored.model_copy(update={"criterion_id": criterion_id})
         answer, raw = client.structured([{"role": "user", "content": trace.prompt}],
                                         VerdictAnswer, SCHEMA_NAME)
-        check_cited_rounds(answer, trace, client)
         checked = check_answer_quotes(answer, trace)
         verdict = Verdict(
             vendor_id=trace.vendor_id, criterion=trace.criterion,
@@ -291,20 +290,13 @@ class Assessor:
 
 
 def check_answer_quotes(answer: VerdictAnswer, trace: RetrievalTrace) -> QuoteCheck:
-    """The answer's quotes checked against the prompt of the retrieval it answered."""
+    """The answer's quotes and cited rounds checked against the prompt of the retrieval it
+    answered. A round is held wherever the prompt shows its answer (with the responses or
+    among the excerpts); citing one it does not hold is the model's mistake, recorded as an
+    unverified verdict, not a failure."""
+    leads = get_strategy(trace.strategy).leads_with_current_answer
     return check_quotes(answer.quotes, verdict=answer.verdict, cited_rounds=answer.cited_rounds,
-                        sources=prompt_sources(trace.evidence, trace.followups),
+                        sources=prompt_sources(trace.evidence, trace.followups,
+                                               current=trace.current_answer,
+                                               leads_with_current=leads),
                         prompt=trace.prompt)
-
-
-def check_cited_rounds(answer: VerdictAnswer, trace: RetrievalTrace, client: LLMClient) -> None:
-    """A round the prompt did not show cannot back a verdict: the answer is outside what was
-    asked."""
-    shown = {f.round_number for f in trace.followups}
-    unknown = sorted(set(answer.cited_rounds) - shown)
-    if unknown:
-        held = ", ".join(map(str, sorted(shown))) or "none"
-        raise LLMError(
-            f"The language model at {client.endpoint} cited round(s) "
-            f"{', '.join(map(str, unknown))}, which the prompt does not hold (its rounds: "
-            f"{held}).")

@@ -291,7 +291,8 @@ class AskPipeline:
                 try:
                     generated, _raw = client.structured(
                         answers.answer_messages(question, answer_evidence, suggestion_evidence,
-                                                result.linked_followups),
+                                                result.linked_followups,
+                                                current=result.current_answer),
                         answers.GeneratedAnswer, "evidence_answer")
                     text, answered_by = generated.answer.strip(), client.answered_by
                     suggested = [q.strip() for q in generated.suggested_questions if q.strip()
@@ -300,7 +301,8 @@ class AskPipeline:
                     notes.append(f"The language model could not answer ({exc}); the excerpts "
                                  "are shown instead.")
         if answered_by == "excerpts":
-            text = answers.excerpt_answer(answer_evidence, result.linked_followups)
+            text = answers.excerpt_answer(answer_evidence, result.linked_followups,
+                                          current=result.current_answer)
         return AskTurn(
             vendor_id=vendor.vendor_id, conversation_id="", turn=0, question=question,
             search_query=search_query, question_as_asked_weight=as_asked,
@@ -313,7 +315,8 @@ class AskPipeline:
             answered_by=answered_by, answer_evidence=answer_evidence,
             suggestion_evidence=suggestion_evidence,
             related=answers.related_topics(suggestion_evidence), suggested_questions=suggested,
-            followups=result.linked_followups, notes=notes + result.notes,
+            followups=result.linked_followups, current_answer=result.current_answer,
+            notes=notes + result.notes,
             reranker=status.name if status.ran else f"none ({status.reason})",
         )
 
@@ -326,7 +329,11 @@ def _evidence(candidate: Candidate, boosts: dict[str, float]) -> AnswerEvidence:
         vector_score=candidate.vector_score, lexical_rank=candidate.lexical_rank,
         lexical_score=candidate.lexical_score, fused_score=candidate.fused_score,
         anchor_boost=boosts.get(candidate.id, 0.0), rerank_score=candidate.rerank_score,
-        final_score=candidate.final_score)
+        final_score=candidate.final_score,
+        round_number=candidate.round_number if candidate.is_followup else None,
+        answered_at=(str(candidate.metadata.get("timestamp", "")) if candidate.is_followup
+                     else None),
+        later_answer=candidate.later_answer, brought_in=candidate.brought_in)
 
 
 def _topic(turns: list[AskTurn]) -> list[AskTurn]:

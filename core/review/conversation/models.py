@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from core.models import FollowupHit
+from core.models import CurrentAnswer, FollowupHit, LaterAnswer
 
 Role = Literal["user", "assistant"]
 DecidedBy = Literal["first_turn", "rules", "llm"]
@@ -62,6 +62,14 @@ class AnswerEvidence(BaseModel):
     rerank_score: float | None = Field(None, description="cross-encoder relevance 0..1")
     final_score: float | None = None
     unanchored_rank: int | None = None
+    round_number: int | None = Field(None, description="a follow-up answer's round")
+    answered_at: str | None = Field(None, description="a follow-up answer's timestamp")
+    later_answer: LaterAnswer | None = Field(
+        None, description="for an earlier answer: the newest answer to its criterion, which "
+                          "stands just ahead of it")
+    brought_in: str | None = Field(
+        None, description="the id of the earlier answer this newest answer was brought in "
+                          "for (no search ranked it)")
 
 
 class AskTurn(BaseModel):
@@ -95,6 +103,8 @@ class AskTurn(BaseModel):
     related: list[str] = Field(default_factory=list)
     suggested_questions: list[str] = Field(default_factory=list)
     followups: list[FollowupHit] = Field(default_factory=list)
+    current_answer: CurrentAnswer | None = Field(
+        None, description="the newest answer to the criterion the question is linked to")
     notes: list[str] = Field(default_factory=list)
     asked_at: str = ""
     reranker: str = ""

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from core.hashing import fold_typography
-from core.models import Candidate, FollowupHit, by_round
+from core.models import Candidate, CurrentAnswer, FollowupHit, by_round
 from core.trace.context import context_entries, one_line, quoted
 
 SourceKind = Literal["vendor_statement", "attested"]
@@ -116,15 +116,37 @@ class PromptSource:
         return fold_for_quotes(self.text)
 
 
-def prompt_sources(evidence: Sequence[Candidate], followups: Sequence[FollowupHit]
+def prompt_sources(evidence: Sequence[Candidate], followups: Sequence[FollowupHit], *,
+                   current: CurrentAnswer | None = None, leads_with_current: bool = False
                    ) -> list[PromptSource]:
-    """The sources of a seed-003 prompt built from these excerpts and follow-ups: every
-    round's response, then every document, numbered as the prompt numbers them."""
-    rounds = [
+    """The sources of a prompt built from these excerpts and follow-ups: every round's
+    response (the current answer first in the project's layout, and every answer among the
+    excerpts, which that layout shows with the responses), then every document, numbered as
+    the prompt numbers them. In the seeds' layout an answer among the excerpts is a document
+    and also its round's source, so a quote naming its round is read against it."""
+    answers = [e for e in context_entries(evidence, []) if e.excerpt is not None
+               and e.excerpt.is_followup and e.excerpt.round_number is not None]
+    rounds = []
+    if leads_with_current and current is not None:
+        rounds.append(PromptSource("round", current.round_number,
+                                   f"Round {current.round_number}: {one_line(current.source)}",
+                                   current.source, current.id, quoted(current.answer_text),
+                                   "vendor_statement"))
+    rounds += [
         PromptSource("round", hit.round_number,
                      f"Round {hit.round_number}: {one_line(hit.source)}", hit.source, hit.id,
                      quoted(hit.answer_text), "vendor_statement")
         for hit in by_round(followups)
+        if not (leads_with_current and current is not None and hit.id == current.id)
+    ]
+    rounds += [
+        PromptSource("round", entry.excerpt.round_number or 0,
+                     f"Round {entry.excerpt.round_number}: {one_line(entry.excerpt.source)}",
+                     entry.excerpt.source, entry.excerpt.id,
+                     quoted(str(entry.excerpt.metadata.get("answer_text") or entry.excerpt.text)
+                            if leads_with_current else entry.excerpt.text),
+                     "vendor_statement")
+        for entry in answers
     ]
     documents = [
         PromptSource("document", entry.index,
@@ -133,6 +155,7 @@ def prompt_sources(evidence: Sequence[Candidate], followups: Sequence[FollowupHi
                      source_kind(entry.label, entry.excerpt.text,
                                  followup=entry.excerpt.is_followup))
         for entry in context_entries(evidence, []) if entry.excerpt is not None
+        and not (leads_with_current and entry in answers)
     ]
     return rounds + documents
 
@@ -249,7 +272,13 @@ def check_quotes(quotes: Sequence[VerdictQuote], *, verdict: str, cited_rounds: 
                      if s.kind == "round" and s.id == q.source_id}
     tried_rounds = {s.number for q in checked if not q.verified
                     for s in named_sources(q.source, sources) if s.kind == "round"}
-    for number in sorted(set(cited_rounds) - quoted_rounds - tried_rounds):
+    held = sorted({s.number for s in sources if s.kind == "round"})
+    for number in sorted(set(cited_rounds) - set(held)):
+        unverified.append(UnverifiedQuote(
+            source=f"Round {number}", quote="",
+            reason=f"round {number} is cited, but the prompt holds no answer of round "
+                   f"{number} (its rounds: {', '.join(map(str, held)) or 'none'})"))
+    for number in sorted(set(cited_rounds) & set(held) - quoted_rounds - tried_rounds):
         unverified.append(UnverifiedQuote(
             source=f"Round {number}", quote="",
             reason=f"round {number} is cited but no quote from its response is given"))
