@@ -17,8 +17,26 @@ IN_CONTEXT_FATES = ("in_context", "excerpt")
 
 
 def ids_in_context(trace: RetrievalTrace) -> set[str]:
-    """Every record the LLM context cites: the excerpts and the follow-up entry."""
-    return {c.id for c in trace.evidence} | {f.id for f in trace.followups}
+    """Every record the LLM context cites: the excerpts and the follow-up entry, and the
+    current answer where the strategy's context leads with it."""
+    ids = {c.id for c in trace.evidence} | {f.id for f in trace.followups}
+    strategy = STRATEGIES.get(trace.strategy)
+    if trace.current_answer is not None and strategy and strategy.leads_with_current_answer:
+        ids.add(trace.current_answer.id)
+    return ids
+
+
+def earlier_unmarked(trace: RetrievalTrace) -> int:
+    """How many earlier answers the context shows without their criterion's newest answer
+    beside them and labelled so: every earlier answer in a context that labels none (the
+    seeds'), else those whose newest answer the context does not hold."""
+    strategy = STRATEGIES.get(trace.strategy)
+    shown = ids_in_context(trace)
+    earlier = [a.later_answer for a in [*trace.followups, *trace.evidence]
+               if a.later_answer is not None]
+    if not (strategy and strategy.leads_with_current_answer):
+        return len(earlier)
+    return sum(later.id not in shown for later in earlier)
 
 
 def expected_followups(linked: Iterable[FollowupHit], max_rounds: int) -> list[FollowupHit]:

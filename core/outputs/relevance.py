@@ -8,11 +8,13 @@ model). It follows the excerpt's content, not its id: the key is the SHA-256 of 
 text with its typography folded, so a re-ingest of unchanged content finds every judgment
 again, whatever ids the records get.
 
-The metrics are trec_eval's, computed by `ir-measures` (over pytrec_eval) on the order of the
-context: the `evidence` entries, then the `followups`. nDCG's gain is the grade and its
-discount log2(rank + 1), the ideal ranking is the criterion's judged grades; an unjudged
-excerpt has grade 0; relevant means grade >= 1; `recall` is the share of the judged relevant
-anywhere in the context. Each figure is averaged over the criteria with at least one
+The metrics are trec_eval's, computed by `ir-measures` (over pytrec_eval) in the order the
+context is meant to be read (`context_ranking`): where the follow-ups take precedence, the
+linked follow-ups by tier (led by the current answer where the context leads with it), then
+the excerpts; otherwise the `evidence` entries, then the `followups`. nDCG's gain is the
+grade and its discount log2(rank + 1), the ideal ranking is the criterion's judged grades; an
+unjudged excerpt has grade 0; relevant means grade >= 1; `recall` is the share of the judged
+relevant anywhere in the context. Each figure is averaged over the criteria with at least one
 relevant judgment."""
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ from core.config import Settings
 from core.criteria import CriterionEntry, check_criterion
 from core.errors import UserInputError
 from core.hashing import criterion_hash, fold_typography, normalize_text
-from core.models import FollowupHit, RetrievalTrace
-from core.outputs.quality import expected_followups, ids_in_context
+from core.models import FollowupHit, RetrievalTrace, by_round
+from core.outputs.quality import earlier_unmarked, expected_followups, ids_in_context
 from core.retrieval.strategies import STRATEGIES, get_strategy
 from core.review.llm.client import LLMClient
 from core.store import EvidenceStore
@@ -202,11 +204,28 @@ class Ranked:
 
 
 def context_ranking(trace: RetrievalTrace) -> list[Ranked]:
-    """The context's entries in order: the evidence, then the follow-ups (each once)."""
+    """The context's entries in the order it is meant to be read, each once. Where the
+    strategy's follow-ups take precedence, the linked follow-ups first by tier (newest first
+    within one), led by the current answer where the context leads with it, then the
+    excerpts; otherwise the context's order: the excerpts, then the follow-ups. The XML keeps
+    the seeds' order either way."""
+    strategy = STRATEGIES.get(trace.strategy)
+    excerpts = [(c.id, c.text, c.source) for c in trace.evidence]
+    answers = [(f.id, f.content, f"round {f.round_number}") for f in trace.followups]
+    if strategy is not None and strategy.followups_first:
+        order = {"high": 0, "medium": 1, "low": 2}
+        by_tier = sorted(by_round(trace.followups, newest_first=True),
+                         key=lambda f: order.get(f.tier or "", 3))
+        answers = [(f.id, f.content, f"round {f.round_number}") for f in by_tier]
+        current = trace.current_answer
+        if strategy.leads_with_current_answer and current is not None and current.content:
+            answers.insert(0, (current.id, current.content, f"round {current.round_number}"))
+        items = [*answers, *excerpts]
+    else:
+        items = [*excerpts, *answers]
     seen: set[str] = set()
     ranked = []
-    for item in [*((c.id, c.text, c.source) for c in trace.evidence),
-                 *((f.id, f.content, f"round {f.round_number}") for f in trace.followups)]:
+    for item in items:
         sha = excerpt_sha(item[1])
         if sha not in seen:
             seen.add(sha)
@@ -302,6 +321,9 @@ class CriterionResult:
     metrics: dict[str, float]
     linked_in_context: float | None  # hash-linked answers expected that the context holds
     missed: list[dict[str, Any]] = field(default_factory=list)  # judged relevant, not in it
+    # Whether the criterion's newest answer is in the context (None: no round answered it).
+    current_in_context: bool | None = None
+    earlier_unmarked: int = 0  # earlier answers shown without the newest beside, labelled
 
 
 @dataclass
@@ -320,11 +342,16 @@ class ChoiceResult:
     def line(self) -> dict[str, Any]:
         """What `eval --format json` prints for the choice."""
         linked = [c.linked_in_context for c in self.measured if c.linked_in_context is not None]
+        answered = [c.current_in_context for c in self.criteria
+                    if c.judged and c.current_in_context is not None]
         return {"strategy": self.choice.strategy, "settings": self.choice.settings,
                 "label": self.choice.label, "criteria": len(self.measured),
                 "judged": sum(c.judged for c in self.criteria),
                 **{m: self.mean(m) for m in METRICS},
-                "linked_in_context": round(sum(linked) / len(linked), 6) if linked else None}
+                "linked_in_context": round(sum(linked) / len(linked), 6) if linked else None,
+                "current_answer_in_context": (round(sum(answered) / len(answered), 6)
+                                              if answered else None),
+                "earlier_unmarked": sum(c.earlier_unmarked for c in self.criteria if c.judged)}
 
 
 class JudgedReader(Protocol):
@@ -374,7 +401,10 @@ def evaluate(workbench: JudgedReader, vendor_id: str, criteria: Sequence[Criteri
                 metrics=rank_metrics(shas, grades),
                 linked_in_context=(sum(f.id in cited for f in linked) / len(linked)
                                    if linked else None),
-                missed=sorted(missed, key=lambda m: -m["grade"])))
+                missed=sorted(missed, key=lambda m: -m["grade"]),
+                current_in_context=(trace.current_answer.id in cited
+                                    if trace.current_answer is not None else None),
+                earlier_unmarked=earlier_unmarked(trace)))
         results.append(ChoiceResult(choice=choice, criteria=rows))
     return results
 
@@ -428,15 +458,26 @@ def regressions(lines: Sequence[dict[str, Any]], baseline: dict[str, dict[str, A
             if metric in before and line[metric] < float(before[metric]) - tolerance:
                 fallen.append(f"{line['label']} {metric} {line[metric]:.3f} < baseline "
                               f"{float(before[metric]):.3f}")
+        current, was = line.get("current_answer_in_context"), before.get(
+            "current_answer_in_context")
+        if current is not None and was is not None and current < float(was) - tolerance:
+            fallen.append(f"{line['label']} current_answer_in_context {current:.3f} < "
+                          f"baseline {float(was):.3f}")
+        if line.get("earlier_unmarked", 0) > int(before.get("earlier_unmarked", 0) or 0):
+            fallen.append(f"{line['label']} earlier_unmarked {line['earlier_unmarked']} > "
+                          f"baseline {before.get('earlier_unmarked')}")
     return fallen
 
 
 def table(lines: Sequence[dict[str, Any]]) -> str:
     """The strategy lines as a plain text table."""
-    header = ["choice", "criteria", "judged", *METRICS, "linked"]
+    header = ["choice", "criteria", "judged", *METRICS, "linked", "current", "earlier_unmarked"]
     rows = [[line["label"], str(line["criteria"]), str(line["judged"]),
              *(f"{line[m]:.3f}" for m in METRICS),
-             "-" if line["linked_in_context"] is None else f"{line['linked_in_context']:.2f}"]
+             "-" if line["linked_in_context"] is None else f"{line['linked_in_context']:.2f}",
+             "-" if line.get("current_answer_in_context") is None
+             else f"{line['current_answer_in_context']:.2f}",
+             str(line.get("earlier_unmarked", 0))]
             for line in lines]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True))

@@ -26,7 +26,8 @@ from core.retrieval.strategies import get_strategy
 from core.review.decisions import STATUS_LABELS, Decision, DecisionLog, DecisionView, Reviewing
 from core.review.verdicts import NO_VERDICT, Assessor, Verdict, VerdictStatus
 from core.services import EvidenceReader
-from core.trace.context import evidence_source, one_line, response_date
+from core.trace.analysis import kind_label
+from core.trace.context import earlier_note, evidence_source, one_line, response_date
 
 
 class PackReader(EvidenceReader, Protocol):
@@ -55,6 +56,10 @@ class PackRound(BaseModel):
     in_context: bool = Field(description="whether the answer reached the context")
     fate: str = Field(description="what the retrieval did with it: in_context, excerpt, "
                                   "round_cap, not_selected, not_found...")
+    standing: str = Field("", description="\"the current answer\", or \"an earlier answer; "
+                                          "round 5 (2024-02-12) answered this criterion "
+                                          "later\"; \"\" for another answer of the newest "
+                                          "round")
 
 
 class PackExcerpt(BaseModel):
@@ -119,7 +124,10 @@ def build_pack(workbench: PackReader, vendor_id: str, criteria: Sequence[Criteri
     for entry in criteria:
         trace = workbench.retrieve(vendor_id, entry.text, strategy, entry.questionnaire_ids)
         linked = workbench.linked_followups(vendor_id, trace.criterion)
+        current = trace.current_answer.id if trace.current_answer else None
         rounds = [PackRound(round_number=hit.round_number, date=response_date(hit.timestamp),
+                            standing=(earlier_note(hit.later_answer) if hit.later_answer
+                                      else "the current answer" if hit.id == current else ""),
                             question=hit.question_text, answer=hit.answer_text,
                             in_context=trace.fate(hit.id) in ("in_context", "excerpt"),
                             fate=trace.fate(hit.id))
@@ -181,7 +189,8 @@ def md_block(text: str) -> str:
 
 
 def _store_lines(store: VendorStatus) -> list[str]:
-    by_type = ", ".join(f"{md_inline(t)} {n}" for t, n in store.by_type.items()) or "none"
+    by_type = ", ".join(f"{md_inline(kind_label(t))} {n}"
+                        for t, n in store.by_type.items()) or "none"
     rounds = ", ".join(map(str, store.rounds)) or "none"
     return [f"- Documents: {store.documents}", f"- Chunks: {store.chunks}",
             f"- Follow-up responses: {store.followup_responses}", f"- Rounds: {rounds}",
@@ -264,7 +273,8 @@ def render_markdown(pack: EvidencePack) -> str:
             lines += [NO_ROUNDS, ""]
         for r in c.rounds:
             reached = "in the context" if r.in_context else f"not in the context ({r.fate})"
-            lines += [f"#### Round {r.round_number}, {md_inline(r.date)}: {reached}", "",
+            standing = f" ({md_inline(r.standing)})" if r.standing else ""
+            lines += [f"#### Round {r.round_number}, {md_inline(r.date)}{standing}: {reached}", "",
                       f"Question: {md_inline(r.question)}", "", "Answer:", "",
                       md_block(r.answer), ""]
         lines += ["### Excerpts in the context", ""]
@@ -317,7 +327,7 @@ strategy.</p>
 <tr><th>Follow-up responses</th><td>{{ pack.store.followup_responses }}</td></tr>
 <tr><th>Rounds</th><td>{{ pack.store.rounds | join(", ") or "none" }}</td></tr>
 {% for type, count in pack.store.by_type.items() %}
-<tr><th>{{ type }}</th><td>{{ count }}</td></tr>
+<tr><th>{{ kind_label(type) }}</th><td>{{ count }}</td></tr>
 {% endfor %}
 </table>
 </section>
@@ -370,7 +380,7 @@ by {{ d.reviewer }}, {{ d.decided_at }}, on the {{ d.strategy }} context.</p>
 <h3>Follow-up rounds, newest first</h3>
 {% for r in c.rounds %}
 <article class="round">
-<h4>Round {{ r.round_number }}, {{ r.date }}
+<h4>Round {{ r.round_number }}, {{ r.date }}{% if r.standing %} ({{ r.standing }}){% endif %}
 {% if r.in_context %}<span class="badge in">in the context</span>
 {% else %}<span class="badge">not in the context ({{ r.fate }})</span>{% endif %}</h4>
 <p><strong>Question:</strong> {{ r.question }}</p>
@@ -405,7 +415,7 @@ def render_html(pack: EvidencePack) -> str:
                                      trim_blocks=True, lstrip_blocks=True)
     return environment.from_string(_HTML).render(pack=pack, no_rounds=NO_ROUNDS,
                                                  no_excerpts=NO_EXCERPTS,
-                                                 labels=STATUS_LABELS)
+                                                 labels=STATUS_LABELS, kind_label=kind_label)
 
 
 # JSON lines ----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from core.retrieval.strategies import STRATEGIES as LIVE_STRATEGIES
 from core.review.llm.client import describe_missing
 from dashboard import resources
 from dashboard.views import quality
-from tests.conftest import AES_CRITERION
+from tests.conftest import AES_CRITERION, SAMPLE_CRITERIA
 from tests.dashboard.conftest import empty_results_folder, page
 from tests.support import payloads
 from tests.support.bench_results import SHARES, STRATEGIES, bench_result, write_results
@@ -156,7 +156,10 @@ def test_the_live_comparison_counts_each_strategys_linked_answers(
     calls = count_retrieves(dashboard_workbench, monkeypatch)
     at = page("quality").run()
     criteria = at.text_area(key="quality_criteria").value.splitlines()
-    assert criteria[0] == AES_CRITERION and len(criteria) == 12  # the sample list
+    # The vendor's criteria: the sample's list used with it, then the two its rounds answer
+    # besides (the SOC 2 Type I wording, the MFA criterion with a typo).
+    assert criteria[:12] == SAMPLE_CRITERIA and len(criteria) == 14
+    at.text_area(key="quality_criteria").set_value("\n".join(SAMPLE_CRITERIA)).run()
     assert not calls  # nothing runs before the button
 
     at.button(key="quality_compare").click().run()
@@ -345,7 +348,7 @@ def test_without_a_language_model_verdicts_are_read_and_none_is_asked(results_fo
     # After a comparison, its criteria join the sidebar's (first).
     at.button(key="quality_compare").click().run()
     rows = verdict_rows(at)
-    assert list(rows)[0] == AES_CRITERION and len(rows) == 12
+    assert list(rows)[0] == AES_CRITERION and len(rows) == 14
     assert {cell for row in rows.values() for cell in row.values()} == {"—"}
 
 
