@@ -60,10 +60,10 @@ class Settings(BaseSettings):
     # A server: every request gives up when the server has not answered for this long
     # (connecting, sending, or waiting for the next bytes of the answer).
     chroma_timeout_s: float = Field(30.0, gt=0.0, le=3600.0)
-    # A shared server behind a reverse proxy that terminates TLS and checks a token (README,
-    # "Deployment: a shared server for a team"): https, the PEM file of the CAs that signed the
-    # proxy's certificate (unset: certifi's public CAs, or SSL_CERT_FILE), and the token sent
-    # as `Authorization: Bearer <token>` on every request. The token is never shown.
+    # A shared server behind a reverse proxy that terminates TLS and checks a token
+    # (docs/deployment.md): https, the PEM file of the CAs that signed the proxy's
+    # certificate (unset: certifi's public CAs, or SSL_CERT_FILE), and the token sent as
+    # `Authorization: Bearer <token>` on every request. The token is never shown.
     chroma_ssl: bool = False
     chroma_ca_bundle: Path | None = None
     chroma_token: SecretStr | None = None

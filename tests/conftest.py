@@ -30,6 +30,9 @@ logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").set
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_DATA = REPO / "sample_data"
 AES_CRITERION = "Does the vendor encrypt data at rest using AES-256?"
+# The sample's criteria list, used with both sample vendors.
+SAMPLE_CRITERIA = [line for line in (SAMPLE_DATA / "criteria.txt").read_text(
+    encoding="utf-8").splitlines() if line.strip()]
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -1406,8 +1406,6 @@ ASSESS_FAILURES: dict[str, tuple[dict[str, Any] | None, dict[str, str], list[str
                                  ["not JSON", "The vendor meets the criterion"]),
     "JSON outside the schema": ({"content": MET | {"verdict": "PROBABLY"}}, {},
                                 ["does not match the schema", "verdict"]),
-    "a cited round the prompt does not hold": ({"content": MET | {"cited_rounds": [1, 9]}}, {},
-                                               ["cited round(s) 9", "its rounds: 1"]),
     "connection refused": (None, {}, ["could not be reached", "connection refused"]),
 }
 

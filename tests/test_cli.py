@@ -33,9 +33,9 @@ KMS_QUESTION = "Is customer content in Amazon S3 protected with SSE-KMS keys (AE
 STRATEGY_NAMES = ["semantic", "hash_extraction", "doc_boost", "tiered", "precedence"]
 
 TOP_KEYS = {"vendor_id", "criterion", "criterion_hash", "strategy", "reranker", "context",
-            "followups", "evidence", "timings_ms"}
+            "current_answer", "followups", "evidence", "timings_ms"}
 FOLLOWUP_KEYS = {"id", "round_number", "tier", "hash_match", "question_similarity",
-                 "criterion_question_text", "question_text", "answer_text"}
+                 "criterion_question_text", "question_text", "answer_text", "later_answer"}
 EVIDENCE_KEYS = {"id", "type", "source", "text", "first_stage_score", "rerank_score", "boost",
                  "final_score", "rank_before_boost", "rank_after_boost"}
 STATUS_KEYS = {"vendor_id", "documents", "chunks", "followup_responses", "rounds", "by_type"}
@@ -114,9 +114,13 @@ def expected_hash(criterion: str) -> str:
 # Checking what `retrieve` prints -------------------------------------------------------------
 
 def context_entries(context: str) -> list[tuple[str, str]]:
-    root = ET.fromstring(f"<root>{context}</root>")
+    """(source, content) of every <index_N> entry, after the <current_answer> the project's
+    strategies lead with."""
+    elements = list(ET.fromstring(f"<root>{context}</root>"))
+    if elements and elements[0].tag == "current_answer":
+        elements = elements[1:]
     entries = []
-    for i, element in enumerate(root, start=1):
+    for i, element in enumerate(elements, start=1):
         assert element.tag == f"index_{i}"
         entries.append(((element.findtext("source") or "").strip(),
                         (element.findtext("content") or "").strip()))
@@ -125,10 +129,11 @@ def context_entries(context: str) -> list[tuple[str, str]]:
 
 def progression(content: str) -> list[tuple[int, str, str]]:
     """(round, question, answer) of a '(Multiple Rounds)' entry, in the order shown."""
-    blocks = re.split(r"\n\n(?=\[Round \d+\]\n)", content)
+    heading = r"\[Round (\d+)(?:\]| \([^\n]*\])"  # the seeds', or the project's labelled one
+    blocks = re.split(r"\n\n(?=\[Round \d+(?:\]| \([^\n]*\])\n)", content)
     parsed = []
     for block in blocks:
-        match = re.fullmatch(r"\[Round (\d+)\]\nQuestion: (.*?)\nAnswer: (.*)", block.strip(),
+        match = re.fullmatch(rf"{heading}\nQuestion: (.*?)\nAnswer: (.*)", block.strip(),
                              flags=re.DOTALL)
         assert match, f"not a [Round k] / Question: / Answer: block: {block!r}"
         parsed.append((int(match[1]), match[2].strip(), match[3].strip()))
@@ -680,7 +685,7 @@ def test_retrieve_prompt_has_the_seed_003_sections(retrievals):
     result = retrievals["prompt"]
     assert result.returncode == 0, result.stderr
     text = result.stdout
-    marks = ["Source 1: Direct Vendor Responses", "MOST RECENT - ROUND 5",
+    marks = ["Source 1: Direct Vendor Responses", "CURRENT ANSWER - ROUND 5",
              "Source 2: General Documentation", "Criterion to Evaluate",
              "MET, NOT_MET, or INCONCLUSIVE"]
     positions = [text.find(mark) for mark in marks]

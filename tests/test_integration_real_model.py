@@ -51,17 +51,24 @@ def linked_responses(vendor: str, criterion: str) -> dict[int, set[str]]:
 
 
 def context_entries(context: str) -> list[tuple[str, str]]:
-    """(source, content) of every <index_N> entry, in order; the context must parse."""
+    """(source, content) of every <index_N> entry, in order, after the <current_answer> the
+    project's strategies lead with; the context must parse."""
     root = ET.fromstring(f"<root>{context}</root>")
+    elements = list(root)
+    if elements and elements[0].tag == "current_answer":
+        elements = elements[1:]
     entries = []
-    for i, element in enumerate(root, start=1):
+    for i, element in enumerate(elements, start=1):
         assert element.tag == f"index_{i}"
         entries.append((element.findtext("source") or "", (element.findtext("content") or "")))
     return entries
 
 
 def rounds_in_entry(content: str) -> list[int]:
-    return [int(r) for r in re.findall(r"^\[Round (\d+)\]$", content, flags=re.MULTILINE)]
+    """The rounds of a multi-round entry, as the seeds ("[Round 3]") or the project's layout
+    ("[Round 3 (2024-01-20): ...]") heads them."""
+    return [int(r) for r in re.findall(r"^\[Round (\d+)(?:\]| \(.*\]$)", content,
+                                       flags=re.MULTILINE)]
 
 
 def trace_text(trace) -> str:
@@ -100,8 +107,10 @@ def test_precedence_keeps_the_three_latest_rounds(sample_workbench):
 def test_prompt_puts_round_5_first_and_keeps_the_round_3_contradiction(sample_workbench):
     trace = sample_workbench.retrieve("acme", AES_CRITERION, "precedence")
     responses = trace.prompt.split("**Source 2")[0]
-    blocks = re.findall(r"^\[(MOST RECENT - )?ROUND (\d+) ", responses, flags=re.MULTILINE)
-    assert blocks == [("MOST RECENT - ", "5"), ("", "4"), ("", "3")]
+    blocks = re.findall(r"^\[(CURRENT ANSWER - |EARLIER ANSWER - )?ROUND (\d+) ", responses,
+                        flags=re.MULTILINE)
+    assert blocks == [("CURRENT ANSWER - ", "5"), ("EARLIER ANSWER - ", "4"),
+                      ("EARLIER ANSWER - ", "3")]
     assert "Migration to AES-256 completed on 2024-02-09" in responses
     assert "AES-128" in responses  # round 3: AES-128 for most stored data
 
@@ -134,7 +143,8 @@ def test_terse_yes_of_round_4_reaches_the_context(sample_workbench):
     round_4 = next(f for f in trace.followups if f.round_number == 4)
     assert round_4.answer_text == "Yes."
     _, content = context_entries(trace.context)[-1]
-    assert f"[Round 4]\nQuestion: {round_4.question_text}\nAnswer: Yes." in content
+    assert (f"[Round 4 (2024-02-01): an earlier answer; round 5 (2024-02-12) answered this "
+            f"criterion later]\nQuestion: {round_4.question_text}\nAnswer: Yes.") in content
 
 
 def test_semantic_strategy_has_no_precedence(sample_workbench, capsys):
@@ -213,6 +223,7 @@ def test_single_followup_uses_the_standard_layout(sample_workbench):
     source, content = context_entries(trace.context)[-1]
     assert source == "Follow-up Questionnaire Round 4"
     assert "15 calendar days" in content
+    assert content.startswith("\n[Round 4 (2024-02-01): the current answer]\nQuestion: ")
 
 
 def test_two_questions_of_one_round_are_both_kept(sample_workbench):
@@ -268,7 +279,7 @@ def test_precedence_includes_every_linked_followup_of_the_latest_three_rounds(
 @pytest.mark.parametrize("vendor", VENDORS)
 def test_precedence_never_shows_an_answer_to_another_criterion_as_a_followup(
         sample_workbench, vendor):
-    """The follow-up entry has top priority in the prompt ('MOST RECENT'): it must hold
+    """The follow-up entry has top priority in the prompt (its CURRENT ANSWER): it must hold
     answers to this criterion (or a near-copy of it), never answers to another criterion
     of the same assessment."""
     others = {normalize_text(c) for c in CRITERIA}

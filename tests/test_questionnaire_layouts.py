@@ -284,7 +284,7 @@ def test_one_question_under_three_ids_is_three_answers_and_the_context_names_eac
     assert all(h.tier == "high" for h in trace.followups)
     assert ("<source>Vendor CAIQ.xlsx › CAIQv4.0.3 › BCR-01.2, CCC-01.2, GRC-01.2</source>"
             in trace.context)
-    assert "[Round 1 › GRC-01.2]\nQuestion: " in trace.context
+    assert "[Round 1 › GRC-01.2 (" in trace.context
 
 
 def test_a_later_round_answering_the_same_id_takes_precedence(workbench, tmp_path):
@@ -297,9 +297,11 @@ def test_a_later_round_answering_the_same_id_takes_precedence(workbench, tmp_pat
         (1, "CAIQ 2024.xlsx › CAIQv4.0.3 › CEK-12.1"),
         (2, "CAIQ 2025.xlsx › CAIQv4.0.3 › CEK-12.1")]
     prompt = trace.prompt
-    assert prompt.index("MOST RECENT - ROUND 2") < prompt.index("ROUND 1 -")
-    assert ("[MOST RECENT - ROUND 2 - 2024-02-01 - CAIQ 2025.xlsx › CAIQv4.0.3 › CEK-12.1]"
+    assert prompt.index("CURRENT ANSWER - ROUND 2") < prompt.index("ROUND 1 -")
+    assert ("[CURRENT ANSWER - ROUND 2 - 2024-02-01 - CAIQ 2025.xlsx › CAIQv4.0.3 › CEK-12.1]"
             in prompt)
+    assert ("[EARLIER ANSWER - ROUND 1 - 2024-01-01 - CAIQ 2024.xlsx › CAIQv4.0.3 › CEK-12.1 - "
+            "round 2 (2024-02-01) answered this criterion later]" in prompt)
 
 
 def test_a_refused_workbook_writes_nothing(workbench, tmp_path):

@@ -8,16 +8,20 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from core.config import SECRET_SETTINGS, Settings
 from core.errors import UserInputError
+
+if TYPE_CHECKING:
+    from core.criteria import CriterionEntry
+    from core.workbench import Workbench
 
 app = typer.Typer(
     help="Evidence precedence workbench: follow-up answers that win for the criterion they "
@@ -134,6 +138,16 @@ def _criteria(criterion: str | None, criteria_file: Path | None, *,
     if criterion is not None:
         return [CriterionEntry(_utf8_argument("--criterion", criterion))]
     return load_criteria_file(criteria_file, max_chars=MAX_CRITERION_CHARS)
+
+
+def _remember_criteria(workbench: Workbench, vendor: str, criteria_file: Path | None,
+                       criteria: Sequence[CriterionEntry]) -> None:
+    """Keep a criteria file a command used with the vendor, once the command's work is done,
+    so the dashboard offers its criteria for that vendor (`--criterion` is not kept)."""
+    from core.ingest.criteria_lists import remember_criteria
+
+    if criteria_file is not None:
+        remember_criteria(workbench.store, vendor, Path(criteria_file).name, criteria)
 
 
 def _same_file(first: Path, second: Path) -> bool:

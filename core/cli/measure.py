@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from core.cli.base import _emit, _progress_bar, _settings, app
+from core.cli.base import _emit, _progress_bar, _remember_criteria, _settings, app
 from core.config import Settings
 from core.errors import UserInputError
 
@@ -279,6 +279,7 @@ def eval_command(
                              "--judgments FILE.")
     results = evaluate(workbench, vendor, criteria, [Choice(strategy=n) for n in names],
                        graded)
+    _remember_criteria(workbench, vendor, criteria_file, criteria)
     lines = [r.line() for r in results]
     extra = evaluate(workbench, vendor, criteria, compared, graded) if compared else []
     if output_format is BenchFormat.json:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -9,13 +10,22 @@ from typing import Annotated
 
 import typer
 
-from core.cli.base import CRITERIA_FILE_HELP, AskFormat, _criteria, _emit, _workbench, app
+from core.cli.base import (
+    CRITERIA_FILE_HELP,
+    AskFormat,
+    _criteria,
+    _emit,
+    _remember_criteria,
+    _workbench,
+    app,
+)
 
 
 class OutputFormat(StrEnum):
     json = "json"
     xml = "xml"
     prompt = "prompt"
+    text = "text"
 
 
 def _with_id(data: dict, entry) -> dict:
@@ -82,11 +92,13 @@ def retrieve(
         help="semantic, hash_extraction, doc_boost, tiered, precedence or hybrid.")
     ] = "precedence",
     output_format: Annotated[OutputFormat, typer.Option(
-        "--format", help="json (the trace), xml (the LLM context) or prompt.")
+        "--format", help="json (the trace), xml (the LLM context), prompt, or text (for "
+                         "people: the current answer, earlier answers and excerpts).")
     ] = OutputFormat.json,
 ) -> None:
     """Retrieve the evidence for each criterion and print the trace, context or prompt."""
     from core.retrieval.strategies import get_strategy
+    from core.trace.analysis import trace_text
 
     get_strategy(strategy)
     criteria = _criteria(criterion, criteria_file)
@@ -99,7 +111,11 @@ def retrieve(
             warned = True
         if output_format is OutputFormat.json:
             _emit(_with_id(trace.to_json_dict(), entry))
+            continue
+        if i:
+            typer.echo("")
+        if output_format is OutputFormat.text:
+            typer.echo(trace_text(trace, width=min(shutil.get_terminal_size().columns, 100)))
         else:
-            if i:
-                typer.echo("")
             typer.echo(trace.context if output_format is OutputFormat.xml else trace.prompt)
+    _remember_criteria(workbench, vendor, criteria_file, criteria)

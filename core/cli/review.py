@@ -14,6 +14,7 @@ from core.cli.base import (
     AskFormat,
     _criteria,
     _emit,
+    _remember_criteria,
     _sentence,
     _settings,
     _utf8_argument,
@@ -92,6 +93,7 @@ def questionnaire_draft(
         print(f"evidence: note: round {round_number} already holds answers; the filled "
               "file's answers will join them.", file=sys.stderr)
     written = _write_file(output, data)
+    _remember_criteria(workbench, vendor, criteria_file, criteria)
     _emit({"vendor_id": vendor, "round_number": round_number, "output": str(written),
            "format": fmt, "questions": len(rows),
            "already_answered": sum(1 for r in rows if r.answered_rounds)})
@@ -127,6 +129,7 @@ def assess(
         verdict = workbench.verdicts.assess(vendor, entry.text, strategy, refresh=refresh,
                                             criterion_id=entry.id)
         _emit(verdict.to_json_dict())
+    _remember_criteria(workbench, vendor, criteria_file, criteria)
 
 
 @app.command()
@@ -149,8 +152,10 @@ def report(
     fmt = report_format(output)
     get_strategy(strategy)
     criteria = _criteria(criterion, criteria_file, output=output)
-    pack = build_pack(_workbench(ctx), vendor, criteria, strategy)
+    workbench = _workbench(ctx)
+    pack = build_pack(workbench, vendor, criteria, strategy)
     written = _write_file(output, render(pack, fmt))
+    _remember_criteria(workbench, vendor, criteria_file, criteria)
     _emit({"vendor_id": vendor, "output": str(written), "format": fmt,
            "criteria": len(pack.criteria), "strategy": strategy,
            "verdicts": sum(1 for c in pack.criteria if c.verdict.state != "none")})
@@ -225,5 +230,8 @@ def decisions(
         typer.echo(f"{view.criterion}\n  {view.summary}")
         if view.note:
             typer.echo(f"  Note: {' '.join(view.note.split())}")
-        for sentence in view.contradictions:
-            typer.echo(f"  Contradiction: {sentence}")
+        for found in view.contradiction_details:
+            typer.echo(f"  Contradiction: {found.sentence}")
+            for side, quote in zip(found.between, found.quotes, strict=True):
+                if quote:
+                    typer.echo(f"    {side}: \"{' '.join(quote.split())}\"")

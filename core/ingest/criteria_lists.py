@@ -1,17 +1,23 @@
 """Criteria lists, read in one place: text with one criterion per line, or a .csv or .xlsx
 table with a criterion column and optional id, question and questionnaire_ids columns, from
-a file on disk or from an upload's bytes."""
+a file on disk or from an upload's bytes; and the lists used with a vendor, kept in its
+store so the dashboard offers the vendor's own criteria."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 from core.criteria import CriterionEntry
 from core.errors import UserInputError
+from core.hashing import criterion_hash, short_hash
 from core.ingest import decode_utf8, read_user_file, refuse_too_large, shown_path
 from core.ingest.rounds.headed_tables import read_table
 from core.ingest.rounds.headers import TableSpec
 from core.ingest.rounds.tables import is_spreadsheet
+from core.store import EvidenceStore
 
 # A thousand criteria at the longest a criterion may be; a criteria file is a short list.
 MAX_CRITERIA_FILE_BYTES = 2_000_000
@@ -131,3 +137,38 @@ def _check_cell_text(place: str, field: str, text: str, max_chars: int) -> None:
         raise UserInputError(
             f"{place}: the {field} is {len(text):,} characters long; at most {max_chars:,} are "
             "allowed.")
+
+
+# The lists used with a vendor --------------------------------------------------------------
+
+def remember_criteria(store: EvidenceStore, vendor_id: str, name: str,
+                      criteria: Sequence[CriterionEntry]) -> None:
+    """Keep a criteria list as used with the vendor (its file name and its criteria), so the
+    dashboard offers its criteria for that vendor; the same list used again replaces itself,
+    and an unchanged one is not written again."""
+    if not criteria:
+        return
+    records = store.criteria_lists(vendor_id, create=True)
+    record_id = "list-" + short_hash(name)
+    data = json.dumps([{"text": c.text, "id": c.id, "question": c.question,
+                        "questionnaire_ids": list(c.questionnaire_ids)} for c in criteria])
+    if any(i == record_id and text == data for i, text, _meta in records.all()):
+        return
+    records.upsert(record_id, data, {"vendor_id": vendor_id, "name": name,
+                                     "used_at": datetime.now(UTC).isoformat(timespec="seconds")})
+
+
+def remembered_criteria(store: EvidenceStore, vendor_id: str) -> list[CriterionEntry]:
+    """Every criterion of the lists used with the vendor, the most recently used list first,
+    each criterion once (by its hash)."""
+    records = store.criteria_lists(vendor_id)
+    if records is None:
+        return []
+    found: dict[str, CriterionEntry] = {}
+    for _id, text, _meta in sorted(records.all(), key=lambda r: str(r[2].get("used_at", "")),
+                                   reverse=True):
+        for item in json.loads(text or "[]"):
+            entry = CriterionEntry(str(item["text"]), item.get("id"), item.get("question"),
+                                   tuple(item.get("questionnaire_ids") or ()))
+            found.setdefault(criterion_hash(entry.text), entry)
+    return list(found.values())

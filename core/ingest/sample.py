@@ -8,10 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from core.criteria import CriterionEntry
 from core.errors import UserInputError
 from core.ingest import LoadedRound
+from core.ingest.criteria_lists import load_criteria, remember_criteria
 from core.models import QuestionnairePayload
 from core.reports import DocumentIngestReport, Progress, QuestionnaireIngestReport
+from core.store import EvidenceStore
 
 _ROUND_DIR = re.compile(r"round_(\d+)")
 _ROUND_SUFFIXES = (".json", ".csv", ".xlsx")
@@ -21,6 +24,8 @@ DEFAULT_SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_data"
 
 class SampleIngest(Protocol):
     """What the sample loader reads its rounds with and writes through."""
+
+    store: EvidenceStore
 
     def load_questionnaires(self, files: Iterable[Path | str]
                             ) -> list[QuestionnairePayload]: ...
@@ -123,6 +128,11 @@ def ingest_sample(workbench: SampleIngest, root: Path = DEFAULT_SAMPLE_DIR,
                                                 doc_type=step.doc_type,
                                                 round_number=step.round_number, progress=detail)
         reports.append(report.model_dump(mode="json"))
+    criteria_file = Path(root) / "criteria.txt"
+    if criteria_file.is_file():  # the sample's criteria are the ones used with its vendors
+        entries = [CriterionEntry(text) for text in load_criteria(criteria_file)]
+        for vendor_id in dict.fromkeys(step.vendor_id for step in steps):
+            remember_criteria(workbench.store, vendor_id, criteria_file.name, entries)
     if progress:
         progress("done", len(steps), len(steps))
     return reports

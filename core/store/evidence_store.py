@@ -20,6 +20,7 @@ from core.store.bindings import (
 )
 from core.store.client import connect
 from core.store.conversations import ConversationRecords
+from core.store.criteria import CriteriaListRecords
 from core.store.decisions import DecisionRecords
 from core.store.judgments import JudgmentRecords
 from core.store.migrations import FIRST_SCHEMA_VERSION, SCHEMA_VERSION, can_upgrade, upgrade
@@ -37,8 +38,10 @@ _CONVERSATIONS_SUFFIX = "__conversations"
 _VERDICTS_SUFFIX = "__verdicts"
 _DECISIONS_SUFFIX = "__decisions"
 _JUDGMENTS_SUFFIX = "__judgments"
+_CRITERIA_SUFFIX = "__criteria"
 _PREFIX = "vendor__"
-Records = TypeVar("Records", VerdictRecords, DecisionRecords, JudgmentRecords)
+Records = TypeVar("Records", VerdictRecords, DecisionRecords, JudgmentRecords,
+                  CriteriaListRecords)
 # ChromaDB keeps one shared system per store path (or server) in a process-wide registry that
 # it fills without a lock: clients created at the same moment in two threads can come up
 # without their tenant, or on a system another thread then replaces, and writes go missing.
@@ -68,6 +71,10 @@ def decisions_collection_name(vendor_id: str) -> str:
 
 def judgments_collection_name(vendor_id: str) -> str:
     return f"{_PREFIX}{vendor_id}{_JUDGMENTS_SUFFIX}"
+
+
+def criteria_collection_name(vendor_id: str) -> str:
+    return f"{_PREFIX}{vendor_id}{_CRITERIA_SUFFIX}"
 
 
 def check_vendor_id(vendor_id: object) -> str:
@@ -337,6 +344,13 @@ class EvidenceStore:
         """The vendor's relevance judgments (a collection made at the first judgment: a read
         of a vendor never judged creates nothing)."""
         return self._records(vendor_id, judgments_collection_name, JudgmentRecords, create)
+
+    def criteria_lists(self, vendor_id: str, *, create: bool = False
+                       ) -> CriteriaListRecords | None:
+        """The criteria lists used with the vendor (a collection made at the first list
+        kept: a read of a vendor none was used with creates nothing)."""
+        return self._records(vendor_id, criteria_collection_name, CriteriaListRecords,
+                             create)
 
     def _records(self, vendor_id: str, name: Callable[[str], str], kind: type[Records],
                  create: bool) -> Records | None:
