@@ -5,7 +5,7 @@ pages offer for download. Nothing here is cached; a write drops the views it mak
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import streamlit as st
 
@@ -14,7 +14,7 @@ from core.criteria import CriterionEntry
 from core.errors import EvidenceError
 from core.hashing import criterion_hash
 from core.ingest import LoadedRound
-from core.ingest.criteria_lists import read_uploaded_criteria
+from core.ingest.criteria_lists import read_uploaded_criteria, remember_criteria
 from core.ingest.package import Package
 from core.ingest.package import ingest_package as write_package
 from core.ingest.uploads import (
@@ -115,14 +115,15 @@ def ingest_package(package: Package, progress: Progress | None = None) -> list[d
     return lines
 
 
-def uploaded_criteria(name: str, data: bytes) -> list[CriterionEntry]:
-    """A criteria list from an uploaded .txt, .csv or .xlsx file."""
-    return read_uploaded_criteria(name, data, max_chars=MAX_CRITERION_CHARS)
-
-
-def sample_entries() -> list[CriterionEntry]:
-    """The sidebar's sample criteria as a criteria list."""
-    return [CriterionEntry(text) for text in resources.sample_criteria()]
+def uploaded_criteria(vendor_id: str) -> Callable[[str, bytes], list[CriterionEntry]]:
+    """What reads a criteria list uploaded for the vendor (.txt, .csv or .xlsx) and keeps it
+    as used with the vendor, so the sidebar offers its criteria."""
+    def read(name: str, data: bytes) -> list[CriterionEntry]:
+        criteria = read_uploaded_criteria(name, data, max_chars=MAX_CRITERION_CHARS)
+        remember_criteria(resources.get_workbench().store, vendor_id, name, criteria)
+        resources.criteria_changed()
+        return criteria
+    return read
 
 
 # The next round's draft and the evidence pack, as files -------------------------------------

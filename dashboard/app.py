@@ -36,21 +36,27 @@ if read_store(lambda: first_start.sample_indexing(resources.get_workbench())) is
     st.stop()
 
 vendors = read_store(resources.vendor_ids)
-criteria = resources.sample_criteria()
 with st.sidebar:
     st.markdown("### Evidence precedence")
     if vendors:
         st.selectbox("Vendor", vendors, key="vendor")
     else:
         st.info("No vendor yet: upload evidence in the Evidence library.")
+    vendor = st.session_state.get("vendor")
+    # The vendor's own criteria: the lists used with it, what its rounds answer, what was
+    # decided; the sample's list only while no vendor is chosen.
+    criteria = ([e.text for e in read_store(lambda: resources.vendor_criteria(vendor))]
+                if vendor else resources.sample_criteria())
     if "criterion" not in st.session_state and criteria:
         st.session_state["criterion"] = criteria[0]
     typed = st.session_state.get("criterion")
-    # A criterion the reviewer typed stays in the list, so it can be picked again.
+    # A criterion the reviewer typed (or chose for another vendor) stays in the list, so it
+    # can be picked again.
     options = criteria + ([typed] if typed and typed not in criteria else [])
     st.selectbox(
         "Criterion", options, key="criterion", accept_new_options=True,
-        help="Pick one of the sample criteria or type your own and press Enter.",
+        help="The criteria used with this vendor (its criteria lists, the questions its "
+             "rounds answer, the ones decided), or type your own and press Enter.",
     )
     st.selectbox(
         "Strategy", list(STRATEGIES), key="strategy",
@@ -58,6 +64,16 @@ with st.sidebar:
         format_func=lambda name: f"{name} (seed {STRATEGIES[name].seed})",
         help="Each seed design, run on the same store.",
     )
+
+if not st.session_state.get("reranker_told"):
+    # Said once per session, on the first page shown: it holds for every page.
+    st.session_state["reranker_told"] = True
+    _reranker, reranker_status = resources.get_workbench().reranker()
+    if not reranker_status.ran:
+        st.info("No reranker model is installed here, so every page keeps the excerpts in "
+                "their search order and shows no rerank score (the reason is in each "
+                "criterion's retrieval details); `evidence models` says where to put one.",
+                icon=":material/info:")
 
 page = st.navigation({
     "Criterion": [

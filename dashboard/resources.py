@@ -4,6 +4,7 @@ store the pages read, cached under the store's state."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import threading
 from collections.abc import Callable, Sequence
@@ -16,7 +17,8 @@ import streamlit as st
 from core.bench.results import LoadedResults, load_results
 from core.config import Settings
 from core.criteria import CriterionEntry
-from core.ingest.criteria_lists import load_criteria
+from core.hashing import criterion_hash
+from core.ingest.criteria_lists import load_criteria, remembered_criteria
 from core.ingest.sample import DEFAULT_SAMPLE_DIR
 from core.models import FollowupHit, RetrievalTrace
 from core.outputs.draft import DraftRow, plan_draft
@@ -152,6 +154,32 @@ def evidence_pack(vendor_id: str, criteria: Sequence[CriterionEntry],
 # recorded anywhere shows at once, and each is judged against the cached trace of its
 # criterion and strategy. The list of every decided criterion is cached under the store's
 # state, the decisions read and the day (a waiver expires with the date).
+
+@on_store_state(per_vendor=True)
+def _vendor_criteria_json(vendor_id: str) -> list[dict]:
+    workbench = get_workbench()
+    entries = remembered_criteria(workbench.store, vendor_id)
+    entries += [CriterionEntry(text) for text in workbench.catalog.answered_criteria(vendor_id)]
+    entries += [CriterionEntry(history[-1].criterion)
+                for history in decision_histories(vendor_id).values()]
+    unique: dict[str, CriterionEntry] = {}
+    for entry in entries:
+        unique.setdefault(criterion_hash(entry.text), entry)
+    return [dataclasses.asdict(entry) for entry in unique.values()]
+
+
+def criteria_changed() -> None:
+    """Call after a criteria list is kept for a vendor: the vendors' criteria are read again."""
+    _vendor_criteria_json.clear()
+
+
+def vendor_criteria(vendor_id: str) -> list[CriterionEntry]:
+    """The criteria of one vendor, for the sidebar: the criteria lists used with it (the most
+    recent first), then the criteria its questionnaire rounds answer, then the ones decided;
+    each once (cached until a write)."""
+    return [CriterionEntry(e["text"], e["id"], e["question"], tuple(e["questionnaire_ids"]))
+            for e in _vendor_criteria_json(vendor_id)]
+
 
 def decision_histories(vendor_id: str) -> dict[str, list[Decision]]:
     """criterion hash -> its decisions, oldest first, in the order first decided."""

@@ -10,6 +10,8 @@ import streamlit as st
 
 from core.errors import EvidenceError, UserInputError
 from core.hashing import criterion_hash
+from core.models import FollowupHit
+from core.trace.context import later_note
 from dashboard.text import plain
 
 if TYPE_CHECKING:
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
 PICK_SELECTION = "Pick a vendor and enter a criterion in the sidebar."
 PICK_VENDOR = "Pick a vendor in the sidebar."
 NO_VERDICT_CELL = "—"
-CRITERIA_SOURCES = {"sample": "The sample criteria list",
+CRITERIA_SOURCES = {"vendor": "This vendor's criteria",
                     "file": "A criteria file (.txt, .csv, .xlsx)"}
 
 
@@ -64,19 +66,21 @@ def require_vendor(vendor: str | None) -> str:
     return vendor
 
 
-def choose_criteria(key: str, sample: Sequence[CriterionEntry],
+def choose_criteria(key: str, own: Sequence[CriterionEntry],
                     read_file: Callable[[str, bytes], list[CriterionEntry]]
                     ) -> list[CriterionEntry] | None:
-    """The criteria a page works on: the sidebar's sample list, or an uploaded criteria file
-    (one criterion per line, or a .csv/.xlsx with a criterion column and optional id and
-    question columns). None, with the reason shown, when there are none to use yet."""
+    """The criteria a page works on: the vendor's own (the sidebar's list), or an uploaded
+    criteria file (one criterion per line, or a .csv/.xlsx with a criterion column and
+    optional id and question columns), which is then kept as used with the vendor. None,
+    with the reason shown, when there are none to use yet."""
     source = st.radio("Criteria", list(CRITERIA_SOURCES), format_func=CRITERIA_SOURCES.get,
                       horizontal=True, key=f"{key}_criteria_source")
-    if source == "sample":
-        if not sample:
-            st.info("There is no sample criteria list; upload a criteria file instead.")
+    if source == "vendor":
+        if not own:
+            st.info("No criteria are used with this vendor yet; upload a criteria file "
+                    "instead.")
             return None
-        return list(sample)
+        return list(own)
     upload = st.file_uploader(
         "Criteria file: one criterion per line (.txt), or a .csv or .xlsx file with a "
         "criterion column (and optional id and question columns)",
@@ -183,3 +187,17 @@ def followup_columns(similarity: Any, answer_width: Literal["medium", "large"]) 
         "question": question_column(),
         "answer": answer_column(answer_width),
     }
+
+
+def standing_words(hit: FollowupHit, current_id: str | None) -> str:
+    """"current answer", "earlier answer: round 5 (2024-02-12) answered this criterion
+    later", or "" for an answer of the newest round that is not the one shown first."""
+    if hit.later_answer is not None:
+        return f"earlier answer: {later_note(hit.later_answer)}"
+    return "current answer" if hit.id == current_id else ""
+
+
+def standing_column() -> Any:
+    return st.column_config.TextColumn(
+        "Standing", help="the current answer is the criterion's newest; an earlier answer "
+                         "came before a later round answered the criterion")

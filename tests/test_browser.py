@@ -162,9 +162,21 @@ def _type_criterion(page, criterion: str) -> None:
     box.click()
     page.keyboard.type(criterion)
     page.keyboard.press("Enter")
-    page.get_by_test_id("stMain").get_by_text(criterion_hash(criterion)).wait_for(
-        timeout=WAIT_MS)
+    page.wait_for_function(
+        "text => document.querySelector('[data-testid=\"stMain\"]').innerText"
+        ".includes('criterion: ' + text)", arg=criterion, timeout=WAIT_MS)
     _wait_until_idle(page)
+
+
+def _details(page) -> str:
+    """The Criterion overview's retrieval details (the hash, the models, the timings),
+    opened."""
+    label = page.get_by_test_id("stMain").get_by_text("Criterion hash", exact=True).first
+    if not label.is_visible():  # an expander stays open across reruns once opened
+        page.get_by_text("Retrieval details: criterion hash, models, time per stage").click()
+    label.wait_for(timeout=WAIT_MS)
+    _wait_until_idle(page)
+    return _main_text(page)
 
 
 def _table_row(page, table: int, first_cell: str) -> list[str]:
@@ -198,9 +210,10 @@ def test_first_start_shows_the_indexing_then_the_pages(tmp_path_factory, browser
                 ".innerText.includes(' texts · ')", timeout=60_000)
         _shot(page, "first_start_indexing")
         page.get_by_role("heading", name="Criterion overview").first.wait_for(timeout=WAIT_MS)
-        page.get_by_test_id("stMain").get_by_text(criterion_hash(AES_CRITERION)).first.wait_for(
+        page.get_by_role("heading", name="The vendor's current answer").first.wait_for(
             timeout=WAIT_MS)
         _wait_until_idle(page)
+        _details(page)  # the timings chart is in the retrieval details
         _wait_until_drawn(page)  # the tables' rows and the chart, not their placeholders
         usable_s = time.monotonic() - started
         text = _main_text(page)
@@ -222,20 +235,26 @@ def test_a_reviewer_walks_every_page(dashboard_url, browser):
     page.get_by_role("heading", name="Criterion overview").first.wait_for(timeout=WAIT_MS)
     _wait_until_idle(page)
     print(f"\nfirst start to a usable first page: {time.monotonic() - started:.1f} s")
+    # No FlashRank model here: said plainly, once, on the session's first page.
+    assert "No reranker model is installed here" in _main_text(page)
 
     # The reviewer types a criterion of their own into the sidebar's criterion box...
     _type_criterion(page, TYPED_CRITERION)
     text = _main_text(page)
-    assert criterion_hash(TYPED_CRITERION) in text
-    assert criterion_hash(AES_CRITERION) not in text
+    assert "No questionnaire round answers this criterion yet" in text
+    assert "No reranker model is installed here" not in text  # once per session
+    assert criterion_hash(TYPED_CRITERION) in _details(page)
     _shot(page, "0_typed_criterion")
 
     # ...then the one the sample vendor answered over five rounds.
     _type_criterion(page, AES_CRITERION)
     text = _main_text(page)
-    assert criterion_hash(AES_CRITERION) in text
+    assert "Round 5 · answered 2024-02-12 · Follow-up Questionnaire Round 5" in text
+    assert "Round 5 names AES-256 where round 3 named AES-128." in text
     assert "acme" in text
-    assert "No reranker ran" in text  # no FlashRank model here: said plainly
+    details = _details(page)
+    assert criterion_hash(AES_CRITERION) in details
+    assert "Reranker: none" in details  # the reason kept in the details
     _shot(page, "1_criterion_overview")
 
     _open(page, "Precedence tiers", "Question similarity and tier")
@@ -257,9 +276,10 @@ def test_a_reviewer_walks_every_page(dashboard_url, browser):
     assert "AES-128" in text
     _shot(page, "4_round_progression")
 
-    _open(page, "LLM context", "MOST RECENT")
+    _open(page, "LLM context", "CURRENT ANSWER")
     text = _main_text(page)
-    assert "(Multiple Rounds)" in text and "MOST RECENT" in text
+    assert "(Multiple Rounds)" in text and "CURRENT ANSWER - ROUND 5" in text
+    assert "<current_answer>" in text
     # No language model here: a plain notice and a disabled button, never a verdict.
     assert "No language model is configured; set EVIDENCE_LLM_BASE_URL" in text
     assert page.get_by_test_id("stMain").get_by_role("button", name="Assess").is_disabled()
@@ -268,7 +288,7 @@ def test_a_reviewer_walks_every_page(dashboard_url, browser):
 
     _open(page, "Next round", "evidence ingest questionnaire acme_round_6.xlsx")
     text = _main_text(page)
-    assert "12 of 12 criteria asked in round 6" in text
+    assert "14 of 14 criteria asked in round 6" in text  # the vendor's criteria
     assert "rounds 1, 2, 3, 4, 5" in text  # the AES criterion's linked answers
     main = page.get_by_test_id("stMain")
     for label in ("Excel workbook (.xlsx)", "CSV (.csv)", "JSON payload (.json)"):
@@ -277,7 +297,7 @@ def test_a_reviewer_walks_every_page(dashboard_url, browser):
 
     _open(page, "Evidence pack", "hold each answer, excerpt and verdict in full")
     text = _main_text(page)
-    assert "0 of 12" in text and "9 of 12" in text
+    assert "0 of 14" in text and "11 of 14" in text
     assert "rounds 1, 2, 3, 4, 5" in text
     _shot(page, "10_evidence_pack")
 
@@ -307,7 +327,8 @@ def test_a_reviewer_walks_every_page(dashboard_url, browser):
     main.get_by_test_id("stDataFrame").nth(3).wait_for(state="attached", timeout=WAIT_MS)
     live = _table_row(page, 1, "precedence")
     assert live[1].endswith("(100%)"), live
-    assert live[2] == "9 of 9", live
+    complete, of = live[2].split(" of ")
+    assert complete == of, live
     semantic = _table_row(page, 1, "semantic")
     assert not semantic[1].endswith("(100%)"), semantic
     aes = _table_row(page, 2, AES_CRITERION)
@@ -361,6 +382,8 @@ def test_a_reviewer_asks_the_evidence(dashboard_url, browser):
     assert "Can you elaborate on that? backups protected" in text
     assert "business_continuity_plan.md" in text
     assert "Not generated" in text  # no language model here: said plainly
+    # The first turn's search found round 3's answer; round 5's, newer, stands ahead of it.
+    assert "an earlier answer; round 5 (2024-02-12) answered the same criterion later" in text
     page.get_by_text("Also run the latest turn unanchored").click()
     page.get_by_text("anchored against unanchored").wait_for(timeout=WAIT_MS)
     _wait_until_idle(page)
@@ -374,4 +397,26 @@ def test_a_reviewer_asks_the_evidence(dashboard_url, browser):
         page.wait_for_timeout(500)
     assert {"Unanchored place", "Anchored place", "Move"} <= set(headers), headers
     _shot(page, "8_ask_the_evidence")
+    page.close()
+
+
+def test_the_overview_opens_with_the_current_answer_on_the_first_screen(dashboard_url, browser):
+    """At 1400 x 900, before any scroll: the vendor's current answer (its text, round, date
+    and source) and the earlier answers are in view; the hash is not."""
+    url, _started = dashboard_url
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(url)
+    page.get_by_role("heading", name="The vendor's current answer").first.wait_for(
+        timeout=WAIT_MS)
+    _wait_until_idle(page)
+    answer = page.get_by_text("Confirmed. Migration to AES-256 completed on 2024-02-09 for all "
+                              "storage tiers, including backups.").first
+    answer.wait_for(timeout=WAIT_MS)
+    for shown in (answer, page.get_by_text("Round 5 · answered 2024-02-12").first,
+                  page.get_by_text("Earlier answers").first):
+        box = shown.bounding_box()
+        assert box is not None and box["y"] + box["height"] <= 900, box
+    assert not page.get_by_text(criterion_hash(AES_CRITERION)).first.is_visible()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "11_overview_first_screen.png"))  # the viewport only
     page.close()

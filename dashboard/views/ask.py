@@ -10,9 +10,10 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import EvidenceError
+from core.review.conversation.answer import standing
 from core.review.conversation.models import AnswerEvidence, AskTurn, ConversationSummary
 from core.trace.analysis import move_label
-from core.trace.context import source_label
+from core.trace.context import response_date, source_label
 from dashboard import actions, widgets
 from dashboard.selection import selected_vendor
 from dashboard.text import minute_utc, plain
@@ -21,10 +22,12 @@ NEW = "new"
 
 
 def evidence_rows(evidence: Sequence[AnswerEvidence], start: int = 1) -> pd.DataFrame:
-    """One row per excerpt with every score it was given."""
+    """One row per excerpt with every score it was given; a follow-up answer says its round,
+    date and standing (an earlier answer, and the newest answer ahead of it)."""
     return pd.DataFrame([{
         "#": i,
         "Source": source_label(e.source, None, e.page, e.ocr),
+        "Standing": standing(e, evidence, start),
         "Vector rank": e.vector_rank,
         "Lexical rank": e.lexical_rank,
         "Fused (RRF)": e.fused_score,
@@ -83,6 +86,11 @@ def show_turn(turn: AskTurn) -> None:
         else:
             st.caption(f"Written by {plain(turn.answered_by.removeprefix('llm:'))} from the "
                        "numbered sources below.")
+        if turn.current_answer is not None:
+            current = turn.current_answer
+            st.markdown(f"**The vendor's current answer** to the question's criterion (round "
+                        f"{current.round_number}, {plain(response_date(current.answered_at))}, "
+                        f"{plain(current.source)}): {plain(current.answer_text)}")
         st.markdown(plain(turn.answer).replace("\n", "  \n"))
         if turn.suggested_questions:
             st.markdown("**You could ask next:** " + " · ".join(

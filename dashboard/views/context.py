@@ -12,7 +12,7 @@ from core.errors import EvidenceError
 from core.models import RetrievalTrace
 from core.review.llm.client import LLMError
 from core.review.verdicts import NO_VERDICT, Verdict, VerdictStatus
-from core.trace.analysis import ContextEntry, context_map
+from core.trace.analysis import ContextEntry, context_map, kind_label
 from dashboard import actions, resources, widgets
 from dashboard.selection import Selection, selection
 from dashboard.text import minute_utc, plain, rounds_label
@@ -27,17 +27,28 @@ NOT_CHECKED = ("Quotes not checked: this verdict was given before verdicts quote
 MAP_COLUMNS = ["Index", "Kind", "Source", "Pages", "Rounds", "Ids", "Type"]
 
 
-def map_rows(entries: list[ContextEntry]) -> pd.DataFrame:
-    """One row per <index_N> entry of the context: its kind and where it came from."""
-    return pd.DataFrame([{
+def map_rows(entries: list[ContextEntry], trace: RetrievalTrace | None = None
+             ) -> pd.DataFrame:
+    """One row per entry of the context: its kind and where it came from, the types in
+    words; the <current_answer> first where the strategy's context leads with it."""
+    rows = []
+    current = trace.current_answer if trace is not None else None
+    if current is not None and trace.context.startswith("<current_answer>"):
+        rows.append({"Index": "<current_answer>", "Kind": "the current answer",
+                     "Source": current.source, "Pages": "",
+                     "Rounds": str(current.round_number), "Ids": current.id,
+                     "Type": kind_label(f"followup_response:{current.round_number}")})
+    rows += [{
         "Index": f"<index_{e.index}>",
         "Kind": e.kind,
         "Source": e.source,
         "Pages": ", ".join(map(str, e.pages)),
         "Rounds": ", ".join(map(str, e.rounds)),
         "Ids": ", ".join(e.ids),
-        "Type": ", ".join(dict.fromkeys(e.types)),
-    } for e in entries], columns=MAP_COLUMNS)
+        "Type": ", ".join(dict.fromkeys(kind_label(t, r) for t, r in zip(
+            e.types, e.rounds or (None,) * len(e.types), strict=False))),
+    } for e in entries]
+    return pd.DataFrame(rows, columns=MAP_COLUMNS)
 
 
 def size_metrics(label: str, text: str) -> None:
@@ -180,7 +191,7 @@ def render() -> None:
     show_sizes(trace)
 
     st.subheader("Where each entry came from")
-    st.dataframe(map_rows(context_map(trace)), hide_index=True)
+    st.dataframe(map_rows(context_map(trace), trace), hide_index=True)
 
     st.subheader("XML context")
     st.caption("Excerpts as <index_1>..<index_N>, the criterion's linked follow-ups last. "

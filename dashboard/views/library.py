@@ -23,6 +23,7 @@ from core.ingest.uploads import (
     ingest_uploaded_questionnaires,
 )
 from core.reports import Progress, QuestionnaireIngestReport, VendorStatus
+from core.trace.analysis import kind_label
 from core.workbench import Workbench
 from dashboard import actions, charts, resources, widgets
 from dashboard.selection import selected_vendor
@@ -51,7 +52,8 @@ def vendor_table(statuses: Sequence[VendorStatus]) -> pd.DataFrame:
 def type_table(statuses: Sequence[VendorStatus]) -> pd.DataFrame:
     """One row per `type`, one column per vendor: the records stored."""
     types = sorted({t for s in statuses for t in s.by_type})
-    return pd.DataFrame([{"Type": t, **{s.vendor_id: s.by_type.get(t, 0) for s in statuses}}
+    return pd.DataFrame([{"Type": kind_label(t), **{s.vendor_id: s.by_type.get(t, 0)
+                                                      for s in statuses}}
                          for t in types])
 
 
@@ -476,12 +478,17 @@ def show_browser(workbench: Workbench, statuses: Sequence[VendorStatus],
     types = sorted(next(s.by_type for s in statuses if s.vendor_id == browse_vendor))
     search, type_filter = st.columns([2, 1])
     contains = search.text_input("Text contains (exact, case-sensitive)", key="library_search")
-    chosen_type = type_filter.selectbox("Type", ["all types", *types], key="library_type")
+    chosen_type = type_filter.selectbox("Type", ["all types", *types], key="library_type",
+                                        format_func=lambda t: t if t == "all types"
+                                        else kind_label(t))
     chunks = workbench.browse_chunks(
         browse_vendor, contains=contains or None,
         doc_type=None if chosen_type == "all types" else chosen_type)
     st.caption(f"{len(chunks)} records" + (" (the first 200)" if len(chunks) >= 200 else ""))
-    st.dataframe(pd.DataFrame(chunks).reindex(columns=BROWSE_COLUMNS), hide_index=True,
+    table = pd.DataFrame(chunks).reindex(columns=BROWSE_COLUMNS)
+    table["type"] = [kind_label(str(t), r if r == r else None)  # NaN: no round
+                     for t, r in zip(table["type"], table["round_number"], strict=True)]
+    st.dataframe(table, hide_index=True,
                  column_config={
                      "id": st.column_config.TextColumn(width="small"),
                      "text": st.column_config.TextColumn(width="large"),

@@ -113,8 +113,11 @@ def render() -> None:
     vendor = selected_vendor()
     widgets.header("Next round", vendor)
     vendor = widgets.require_vendor(vendor)
-    criteria = widgets.choose_criteria("next_round", actions.sample_entries(),
-                                       actions.uploaded_criteria)
+    try:
+        own = resources.vendor_criteria(vendor)
+    except EvidenceError as exc:
+        widgets.stop_on_error(exc, "The vendor's criteria could not be read")
+    criteria = widgets.choose_criteria("next_round", own, actions.uploaded_criteria(vendor))
     if criteria is None:
         st.stop()
     try:

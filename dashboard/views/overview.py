@@ -1,6 +1,7 @@
-"""Criterion overview: hash, reranker, timings, and what made the context, with every score
-and each excerpt's relevance grade set with one click; beside it the reviewer's decision on
-the criterion, its state and history, and the form to record a new one."""
+"""Criterion overview: the vendor's current answer to the criterion first, with the earlier
+answers and any contradiction between them; then the reviewer's decision (its state, history
+and the form to record a new one), the supporting excerpts and follow-ups with every score
+and a one-click relevance grade; the hash, the models and the timings last, in the details."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import EvidenceError
-from core.models import RetrievalTrace
+from core.models import RetrievalTrace, by_round
+from core.review.contradictions import Contradiction, find_contradictions
 from core.review.decisions import (
     MAX_NOTE_CHARS,
     MAX_REVIEWER_CHARS,
@@ -19,7 +21,8 @@ from core.review.decisions import (
     DecisionView,
     default_reviewer,
 )
-from core.trace.context import evidence_source
+from core.trace.analysis import kind_label
+from core.trace.context import excerpt_label, response_date
 from dashboard import actions, charts, judging, resources, widgets
 from dashboard.selection import Selection, selection
 from dashboard.text import plain
@@ -33,50 +36,96 @@ RECORDED_KEY = "decision_recorded"
 
 
 def followup_rows(trace: RetrievalTrace) -> pd.DataFrame:
-    """One row per follow-up answer in the context."""
+    """One row per follow-up answer in the context, the answer and its standing first."""
+    current = trace.current_answer.id if trace.current_answer else None
     return pd.DataFrame([{
         "round": f.round_number,
+        "answer": f.answer_text,
+        "standing": widgets.standing_words(f, current),
         "tier": f.tier or "none",
+        "question": f.question_text,
+        "timestamp": f.timestamp,
         "question_similarity": f.question_similarity,
         "first_stage_score": f.first_stage_score,
         "tier_reason": f.tier_reason,
-        "timestamp": f.timestamp,
         "found_by": ", ".join(f.found_by),
-        "question": f.question_text,
-        "answer": f.answer_text,
     } for f in trace.followups])
 
 
+def show_current_answer(chosen: Selection, trace: RetrievalTrace) -> None:
+    """The first thing the page says: the vendor's newest answer to the criterion (its text,
+    round, date and source), what earlier rounds said, and where two answers disagree."""
+    current = trace.current_answer
+    st.subheader("The vendor's current answer")
+    if current is None:
+        st.info("No questionnaire round answers this criterion yet, so the excerpts below are "
+                "the evidence. The Next round page drafts the question for the vendor.",
+                icon=":material/help:")
+        return
+    st.markdown(f"**Round {current.round_number}** · answered "
+                f"{plain(response_date(current.answered_at))} · {plain(current.source)}")
+    with st.container(border=True, key="current_answer"):
+        st.markdown(plain(current.answer_text))
+        st.caption(f"Asked: {plain(current.question_text)}")
+    linked = resources.linked_followups(chosen.vendor_id, chosen.criterion)
+    earlier = [h for h in by_round(linked, newest_first=True) if h.later_answer is not None]
+    if earlier:
+        st.markdown("**Earlier answers** (a later round answered this criterion; a later "
+                    "answer may cover another part of it rather than correct it):\n"
+                    + "\n".join(f"- Round {h.round_number} "
+                                f"({plain(response_date(h.timestamp))}) said: "
+                                f"“{plain(' '.join(h.answer_text.split()))}”"
+                                for h in earlier))
+    show_answer_contradictions(find_contradictions(linked, trace.evidence))
+
+
+def show_answer_contradictions(found: list[Contradiction]) -> None:
+    """Each contradiction in one sentence, with the words of each side."""
+    if not found:
+        return
+    lines = []
+    for contradiction in found:
+        lines.append(f"- {plain(contradiction.sentence)}")
+        lines += [f"    - {plain(side.capitalize())}: “{plain(' '.join(quote.split()))}”"
+                  for side, quote in zip(contradiction.between, contradiction.quotes,
+                                         strict=True) if quote]
+    st.warning("**Contradictions found without a model:**\n" + "\n".join(lines),
+               icon=":material/compare_arrows:")
+
+
 def excerpt_rows(trace: RetrievalTrace) -> pd.DataFrame:
-    """One row per document excerpt in the context, every score beside it."""
+    """One row per excerpt in the context, its text first and every score beside it; a
+    follow-up answer says its round, date and standing."""
     reranked = trace.reranker.ran
+    current = trace.current_answer.id if trace.current_answer else None
     return pd.DataFrame([{
         "position": f"index_{i}",
-        "source": evidence_source(c),
+        "source": excerpt_label(c, current),
+        "text": c.text,
+        "type": kind_label(c.type, c.round_number),
         "first_stage_score": c.first_stage_score,
         "first_stage_rank": c.first_stage_rank,
         "rerank_score": c.rerank_score if reranked else "no reranker ran",
         "boost": c.boost,
         "final_score": c.final_score,
-        "type": c.type,
-        "text": c.text,
     } for i, c in enumerate(trace.evidence, start=1)])
 
 
 def show_followups(trace: RetrievalTrace) -> None:
-    st.subheader("Follow-ups in the context")
+    st.subheader("Follow-up answers in the context")
     if not trace.followups:
         st.markdown("No follow-up answer is in the context for this criterion and strategy.")
         return
     similarity = widgets.question_similarity_column(trace.constants.fuzzy_match_threshold)
     st.dataframe(followup_rows(trace), hide_index=True, column_config={
         **widgets.followup_columns(similarity, answer_width="large"),
+        "standing": widgets.standing_column(),
         "timestamp": widgets.answered_at_column(),
     })
 
 
 def show_excerpts(trace: RetrievalTrace) -> None:
-    st.subheader("Excerpts in the context")
+    st.subheader("Supporting excerpts in the context")
     if not trace.evidence:
         st.markdown("No document excerpt made the context.")
         return
@@ -189,45 +238,40 @@ def show_decision(chosen: Selection, trace: RetrievalTrace) -> None:
 
 
 def render() -> None:
-    """The page: the trace's headline figures, the reviewer's decision, then the follow-ups,
-    the excerpts, their grades and the time each stage took."""
+    """The page: the current answer first, the reviewer's decision, the supporting excerpts
+    and follow-ups with their grades, then the details (hash, models, timings, notes)."""
     shown = selection()
     widgets.header("Criterion overview", shown)
     chosen = widgets.require_selection(shown)
     trace = actions.current_trace(chosen)
 
-    hash_col, followups_col, excerpts_col, total_col = st.columns([2, 1, 1, 1])
-    hash_col.metric("Criterion hash", trace.criterion_hash,
-                    help="first 16 hex digits of SHA-256 of the criterion, lower-cased with "
-                         "spaces collapsed; a follow-up answer carries the hash of the "
-                         "criterion it answers")
-    followups_col.metric("Follow-ups in context", len(trace.followups))
-    excerpts_col.metric("Excerpts in context", len(trace.evidence))
-    total_col.metric("Total time", f"{trace.timings_ms.get('total', 0.0):.0f} ms")
-
-    if trace.reranker.ran:
-        st.markdown(f"**Reranker:** {plain(trace.reranker.name)} "
-                    f"({plain(trace.reranker.reason)})")
-    else:
-        st.warning(
-            f"No reranker ran, so no excerpt has a rerank score: {trace.reranker.reason}.",
-            icon=":material/warning:",
-        )
-    st.caption(f"Embedding model: {plain(trace.embedding_model)}")
-
+    show_current_answer(chosen, trace)
     show_decision(chosen, trace)
-    show_followups(trace)
     show_excerpts(trace)
+    show_followups(trace)
     judging.judge_excerpts(chosen, context_excerpts(trace), page="overview",
                            about="The context's excerpts, then its follow-up answers.")
+    show_details(trace)
 
-    st.subheader("Time per stage")
-    st.plotly_chart(charts.timings_figure(trace.timings_ms))
 
-    if trace.notes:
-        with st.expander(f"Notes from this retrieval ({len(trace.notes)})"):
-            for note in trace.notes:
-                st.markdown(f"- {plain(note)}")
+def show_details(trace: RetrievalTrace) -> None:
+    """What a developer looks for: the hash, the counts, the models, the time per stage."""
+    with st.expander("Retrieval details: criterion hash, models, time per stage"):
+        hash_col, followups_col, excerpts_col, total_col = st.columns([2, 1, 1, 1])
+        hash_col.metric("Criterion hash", trace.criterion_hash,
+                        help="first 16 hex digits of SHA-256 of the criterion, lower-cased "
+                             "with spaces collapsed; a follow-up answer carries the hash of "
+                             "the criterion it answers")
+        followups_col.metric("Follow-ups in context", len(trace.followups))
+        excerpts_col.metric("Excerpts in context", len(trace.evidence))
+        total_col.metric("Total time", f"{trace.timings_ms.get('total', 0.0):.0f} ms")
+        reranker = (f"{plain(trace.reranker.name)} ({plain(trace.reranker.reason)})"
+                    if trace.reranker.ran else f"none: {plain(trace.reranker.reason)}")
+        st.markdown(f"**Reranker:** {reranker}  \n**Embedding model:** "
+                    f"{plain(trace.embedding_model)}")
+        st.plotly_chart(charts.timings_figure(trace.timings_ms))
+        for note in trace.notes:
+            st.markdown(f"- {plain(note)}")
 
 
 # Streamlit runs a page file as __main__; importing it defines the functions above without

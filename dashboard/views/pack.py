@@ -61,8 +61,11 @@ def render() -> None:
                      "context holds with their sources, and the stored verdict if any. No "
                      "language model is asked here; verdicts are given on the LLM context "
                      "page."))
-    criteria = widgets.choose_criteria("pack", actions.sample_entries(),
-                                       actions.uploaded_criteria)
+    try:
+        own = resources.vendor_criteria(vendor)
+    except EvidenceError as exc:
+        widgets.stop_on_error(exc, "The vendor's criteria could not be read")
+    criteria = widgets.choose_criteria("pack", own, actions.uploaded_criteria(vendor))
     if criteria is None:
         st.stop()
     try:

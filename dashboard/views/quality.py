@@ -56,9 +56,14 @@ def parse_criteria(text: str) -> list[str]:
     return criteria
 
 
-def default_criteria() -> list[str]:
-    """The sidebar's sample criteria, plus the criterion typed into the sidebar if new."""
-    criteria = list(resources.sample_criteria())
+def default_criteria(vendor: str | None) -> list[str]:
+    """The vendor's criteria (the sample's while no vendor is chosen), plus the criterion
+    typed into the sidebar if new."""
+    try:
+        criteria = ([e.text for e in resources.vendor_criteria(vendor)] if vendor
+                    else list(resources.sample_criteria()))
+    except EvidenceError:  # a vendor the store does not hold: its section says so
+        criteria = list(resources.sample_criteria())
     typed = (st.session_state.get("criterion") or "").strip()
     return criteria + ([typed] if typed and typed not in criteria else [])
 
@@ -326,11 +331,20 @@ def show_comparison(vendor: str | None) -> None:
         }, key="quality_matrix")
 
 
+HOW_TO_READ = (
+    "**How to read this:** higher nDCG, MRR, precision and recall mean the excerpts judged "
+    "relevant come earlier in the context, but a strategy is only safe to quote when its "
+    "context holds each criterion's current answer (100%) and shows no earlier answer "
+    "unmarked (0). Use **precedence** (or **hybrid**, where exact terms such as control ids "
+    "matter): they meet both on every criterion; the seed strategies are here to compare.")
+
+
 def relevance_table(results: Sequence[ChoiceResult]) -> pd.DataFrame:
     """One row per strategy: the judged criteria it was measured on, then each rank metric
     (the mean over the criteria with an excerpt judged relevant)."""
     return pd.DataFrame([{key: line[key] for key in (
-        "strategy", "criteria", "judged", *METRICS, "linked_in_context")}
+        "strategy", "criteria", "judged", *METRICS, "linked_in_context",
+        "current_answer_in_context", "earlier_unmarked")}
         for line in (r.line() for r in results)])
 
 
@@ -433,11 +447,14 @@ def show_relevance(vendor: str | None) -> None:
     by_name = {r.choice.strategy: r for r in results}
     criteria = len(results[0].criteria)
     measured = len(results[0].measured)
+    st.markdown(HOW_TO_READ)
     st.caption(plain(
         f"{len(judged)} excerpt{'' if len(judged) == 1 else 's'} graded by a person for "
         f"{vendor}, over {criteria} criteri{'on' if criteria == 1 else 'a'} ({measured} with "
-        "an excerpt judged relevant). Each strategy's context is ranked in "
-        "its order, its excerpts then its follow-ups, with trec_eval's measures: an "
+        "an excerpt judged relevant). Each context is ranked in the order it is meant to be "
+        "read: where the follow-ups take precedence (hash_extraction, tiered, precedence, "
+        "hybrid), the linked answers by tier, led by the current answer, then the excerpts; "
+        "otherwise the excerpts, then the follow-ups. The measures are trec_eval's: an "
         "unjudged excerpt counts as not relevant, nDCG's gain is the grade, and each figure "
         "is the mean over the criteria with an excerpt judged relevant."))
     st.dataframe(relevance_table(results), hide_index=True, column_config={
@@ -451,6 +468,13 @@ def show_relevance(vendor: str | None) -> None:
             "Linked answers in context", format="percent",
             help="hash-linked answers expected (the latest rounds up to the cap) that the "
                  "context holds, over the criteria with a linked answer"),
+        "current_answer_in_context": st.column_config.NumberColumn(
+            "Current answer in context", format="percent",
+            help="judged criteria with answers whose newest answer the context holds"),
+        "earlier_unmarked": st.column_config.NumberColumn(
+            "Earlier answers unmarked", format="%d",
+            help="earlier answers the context shows without their criterion's newest answer "
+                 "beside them, labelled as earlier: a reader may quote them as current"),
     }, key="quality_relevance_metrics")
     show_deltas(by_name)
     show_missed(by_name)
@@ -538,7 +562,7 @@ def render() -> None:
     vendor = selected_vendor()
     widgets.header("Strategy quality")
     if "quality_criteria" not in st.session_state:
-        st.session_state["quality_criteria"] = "\n".join(default_criteria())
+        st.session_state["quality_criteria"] = "\n".join(default_criteria(vendor))
     show_benchmarks()
     show_comparison(vendor)
     show_relevance(vendor)

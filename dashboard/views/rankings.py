@@ -15,6 +15,7 @@ from core.trace.analysis import (
     base_score,
     compare_traces,
     entry_boost,
+    kind_label,
     move_label,
     ranked_items,
     whatif_ranking,
@@ -54,7 +55,7 @@ def ranking_rows(items: list[RankedItem], reranker_ran: bool) -> pd.DataFrame:
         "Rerank (0..1)": i.rerank_score if reranker_ran else "no reranker ran",
         "Boost": i.boost,
         "Final": i.final_score,
-        "Type": i.type,
+        "Type": kind_label(i.type),
         "Id": i.id,
     } for i in items])
 
@@ -147,7 +148,7 @@ def show_whatif(trace: RetrievalTrace, top_n: int, factor: float, cap: float | N
         "Move": move_label(c.rank_before_boost, c.rank_after_boost),
         f"Actual rank (x{factor:g})" if boosted else "Actual rank": actual_rank.get(c.id),
         "Source": evidence_source(c),
-        "Type": c.type,
+        "Type": kind_label(c.type, c.round_number),
         "Base score": base_score(c),
         "Boost": c.boost,
         "What-if score": c.final_score,
@@ -251,8 +252,7 @@ def render() -> None:
         st.info(f"The {trace.strategy} strategy applies no boost: both rankings are the same. "
                 "The what-if below shows what a boost would change.")
     if not reranker_ran:
-        st.warning(f"No reranker ran ({trace.reranker.reason}): the ranking uses first-stage "
-                   "cosine similarity.")
+        st.caption("No reranker ran, so the ranking is the first stage's similarity.")
 
     show_rankings(trace, top_n)
     judging.judge_excerpts(chosen, near_the_cut(trace, top_n), page="rankings",

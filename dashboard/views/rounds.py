@@ -30,11 +30,13 @@ def _drift(hit: FollowupHit) -> str:
             f"(question similarity {hit.question_similarity:.2f})")
 
 
-def round_rows(rows: Sequence[RoundRow]) -> pd.DataFrame:
-    """One row per linked round: when, what the strategy did with it, and why."""
+def round_rows(rows: Sequence[RoundRow], current_id: str | None) -> pd.DataFrame:
+    """One row per linked round: when, where it stands, what the strategy did with it, and
+    why."""
     return pd.DataFrame([{
         "round": r.followup.round_number,
         "answered_at": _when(r.followup),
+        "standing": widgets.standing_words(r.followup, current_id),
         "status": r.status,
         "tier": r.followup.tier or "no tier",
         "drift": round(100 * (1 - r.followup.question_similarity)),
@@ -53,7 +55,7 @@ def answer_html(hit: FollowupHit, previous: FollowupHit | None) -> str:
             f"{diff_html(previous.answer_text, hit.answer_text)}")
 
 
-def show_cards(rows: Sequence[RoundRow]) -> None:
+def show_cards(rows: Sequence[RoundRow], current_id: str | None) -> None:
     """One card per round: question, answer with its changes, and the reason."""
     st.subheader("Answers round by round")
     st.html(f'Each answer is compared with the round before: <del style="{REMOVED_STYLE}">'
@@ -63,9 +65,11 @@ def show_cards(rows: Sequence[RoundRow]) -> None:
     for row in rows:
         hit = row.followup
         badge = STATUS_BADGES[row.status]
+        standing = widgets.standing_words(hit, current_id)
         with st.container(border=True):
             st.markdown(f"**Round {hit.round_number}** · {_when(hit)} · tier "
-                        f"**{hit.tier or 'none'}** · :{badge}-badge[{row.status}]")
+                        f"**{hit.tier or 'none'}** · :{badge}-badge[{row.status}]"
+                        + (f" · {plain(standing)}" if standing else ""))
             st.html(f'<div style="{TEXT_STYLE}"><b>Question</b> ({html.escape(_drift(hit))}): '
                     f"{html.escape(hit.question_text)}</div>"
                     f'<div style="{TEXT_STYLE}"><b>Answer</b> {answer_html(hit, previous)}</div>')
@@ -95,9 +99,11 @@ def render() -> None:
 
     st.plotly_chart(charts.rounds_timeline_figure(rows))
 
-    st.dataframe(round_rows(rows), hide_index=True, column_config={
+    current_id = trace.current_answer.id if trace.current_answer else None
+    st.dataframe(round_rows(rows, current_id), hide_index=True, column_config={
         "round": widgets.round_column(),
         "answered_at": widgets.answered_at_column(),
+        "standing": widgets.standing_column(),
         "status": st.column_config.TextColumn("Status", help=f"what {trace.strategy} did"),
         "tier": widgets.tier_column(),
         "drift": st.column_config.ProgressColumn(
@@ -107,7 +113,7 @@ def render() -> None:
         "reason": st.column_config.TextColumn("Why", width="large"),
     })
 
-    show_cards(rows)
+    show_cards(rows, current_id)
 
 
 # Streamlit runs a page file as __main__; importing it defines the functions above without

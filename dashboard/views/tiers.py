@@ -22,8 +22,10 @@ def _status(hit: FollowupHit, trace: RetrievalTrace) -> str:
 def path_rows(hits: Sequence[FollowupHit], trace: RetrievalTrace,
               threshold: float) -> pd.DataFrame:
     """One row per follow-up a path found: what became of it, its tier and why."""
+    current = trace.current_answer.id if trace.current_answer else None
     return pd.DataFrame([{
         "round": h.round_number,
+        "standing": widgets.standing_words(h, current),
         "status": _status(h, trace),
         "tier": h.tier or "no tier",
         "tier_reason": h.tier_reason,
@@ -62,6 +64,7 @@ def show_path(title: str, about: str, hits: Sequence[FollowupHit] | None,
         **widgets.followup_columns(widgets.question_similarity_column(bar=True),
                                    answer_width="medium"),
         "status": st.column_config.TextColumn("Status"),
+        "standing": widgets.standing_column(),
         "hash_match": st.column_config.CheckboxColumn(
             "Hash match", help="the follow-up carries this criterion's hash"),
         "versus_threshold": st.column_config.TextColumn(

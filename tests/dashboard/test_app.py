@@ -219,8 +219,12 @@ def test_the_overview_with_the_real_embedding_model(sample_store, tmp_path, monk
     at = app().run()
     assert not at.exception
     shown = " ".join(str(m.value) for m in at.metric)
-    assert criterion_hash(AES_CRITERION) in shown
-    assert any("no reranker" in w.value.lower() or "fell back" in w.value.lower()
-               for w in at.warning)
+    assert criterion_hash(AES_CRITERION) in shown  # in the retrieval details
+    assert at.subheader[0].value == "The vendor's current answer"
+    assert at.markdown[0].value.startswith("**Round 5**")
+    # No reranker model here: said once, on the session's first page, and not again.
+    assert any(i.value.startswith("No reranker model is installed here") for i in at.info)
+    at.run()
+    assert not any(i.value.startswith("No reranker model") for i in at.info)
     st.cache_resource.clear()
     st.cache_data.clear()

@@ -10,6 +10,7 @@ import streamlit as st
 from core.ingest.rounds.payload import parse_payload
 from core.review.llm.client import describe_missing
 from core.review.verdicts import NO_VERDICT, STALE_REASON
+from core.trace.analysis import kind_label
 from dashboard import resources
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import page
@@ -60,7 +61,7 @@ def test_download_buttons(dashboard_workbench, monkeypatch):
     assert offered["Download the prompt (.txt)"] == (f"prompt_{stem}.txt", trace.prompt)
 
 
-def test_map_has_one_row_per_index(dashboard_workbench):
+def test_map_has_one_row_per_entry_the_current_answer_first(dashboard_workbench):
     trace = dashboard_workbench.retrieve("acme", AES_CRITERION, "precedence")
     indexes = re.findall(r"<(index_\d+)>", trace.context)
 
@@ -68,15 +69,18 @@ def test_map_has_one_row_per_index(dashboard_workbench):
 
     rows = next(d.value for d in at.dataframe if "Index" in d.value.columns)
     assert [f"index_{i}" for i in range(1, len(indexes) + 1)] == indexes
-    assert list(rows["Index"]) == [f"<{i}>" for i in indexes]
+    assert list(rows["Index"]) == ["<current_answer>", *(f"<{i}>" for i in indexes)]
+    current = rows.iloc[0]
+    assert (current["Kind"], current["Rounds"], current["Ids"], current["Type"]) == (
+        "the current answer", "5", trace.current_answer.id, "round 5 answer")
     last = rows.iloc[-1]
     assert last["Kind"] == "follow-ups"
     assert last["Rounds"] == ", ".join(str(f.round_number) for f in trace.followups)
     assert last["Ids"] == ", ".join(f.id for f in trace.followups)
-    first = rows.iloc[0]
+    first = rows.iloc[1]
     assert first["Source"] == trace.evidence[0].source
     assert first["Ids"] == trace.evidence[0].id
-    assert first["Type"] == trace.evidence[0].type
+    assert first["Type"] == kind_label(trace.evidence[0].type, trace.evidence[0].round_number)
 
 
 def test_sizes_in_tokens_and_characters(dashboard_workbench):

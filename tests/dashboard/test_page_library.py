@@ -11,6 +11,7 @@ from datetime import datetime
 import openpyxl
 import pytest
 
+from core.trace.analysis import kind_label
 from tests.conftest import AES_CRITERION, SAMPLE_DATA
 from tests.dashboard.conftest import page
 from tests.support import payloads
@@ -48,9 +49,9 @@ def test_counts_per_vendor_match_the_store(dashboard_workbench):
         assert row["Follow-up responses"] == status.followup_responses
         assert row["Rounds"] == ", ".join(map(str, status.rounds))
     by_type = table(at, "Type").set_index("Type")
-    for status in dashboard_workbench.status():
-        assert by_type[status.vendor_id][by_type[status.vendor_id] > 0].to_dict() == (
-            status.by_type)
+    for status in dashboard_workbench.status():  # each type in words
+        assert by_type[status.vendor_id][by_type[status.vendor_id] > 0].to_dict() == {
+            kind_label(kind): count for kind, count in status.by_type.items()}
     by_round = table(at, "Follow-up document chunks")
     acme = by_round[by_round["Vendor"] == "acme"].set_index("Round")
     assert list(acme.index) == [1, 2, 3, 4, 5]
@@ -181,7 +182,7 @@ def test_search_finds_chunks_with_aes_256(dashboard_workbench):
 
     at.selectbox(key="library_type").set_value("followup_response:1").run()
     rows = table(at, "round_number")
-    assert set(rows["type"]) == {"followup_response:1"}
+    assert set(rows["type"]) == {"round 1 answer"}  # the type in words
     assert set(rows["round_number"]) == {1}
 
 

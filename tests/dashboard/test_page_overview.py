@@ -48,22 +48,26 @@ def test_shows_hash_followups_evidence_and_timings(dashboard_workbench):
     assert "hash_fetch" in stages and "rerank" in stages
 
 
-def test_names_the_reranker_that_ran_and_warns_nothing(dashboard_workbench):
+def test_names_the_reranker_that_ran_in_the_details(dashboard_workbench):
     at = page("overview").run()
     assert not at.exception
-    assert not at.warning
+    assert not any("reranker" in w.value.lower() for w in at.warning)
     # vendor and model text is markdown-escaped on the page
     assert any("Reranker" in m.value and "fake-overlap" in m.value.replace("\\", "")
                for m in at.markdown)
 
 
-def test_warns_when_the_reranker_fell_back(dashboard_workbench_no_reranker):
+def test_a_missing_reranker_is_said_in_the_details_not_as_a_warning(
+        dashboard_workbench_no_reranker):
+    """The app says it once per session; the page keeps the reason in its details and the
+    excerpts' rerank column."""
     at = page("overview").run()
     assert not at.exception
     reason = dashboard_workbench_no_reranker.retrieve("acme", AES_CRITERION).reranker.reason
-    assert len(at.warning) == 1
-    assert "No reranker ran" in at.warning[0].value
-    assert reason in at.warning[0].value
+    assert not any("reranker" in w.value.lower() for w in at.warning)
+    details = next(m.value.replace("\\", "") for m in at.markdown
+                   if m.value.startswith("**Reranker:**"))
+    assert "none" in details and reason.replace("\\", "") in details
     evidence = _table(at, "position")
     assert set(evidence["rerank_score"]) == {"no reranker ran"}
 
@@ -90,3 +94,55 @@ def test_unknown_vendor_is_one_plain_error(dashboard_workbench):
     assert "nobody" in message
     assert one_sentence(message), message
     assert not at.metric
+
+
+def test_the_page_opens_with_the_current_answer_and_what_earlier_rounds_said(
+        dashboard_workbench):
+    at = page("overview").run()
+    assert not at.exception
+    # The first section is the vendor's current answer; the hash is in the details.
+    assert at.subheader[0].value == "The vendor's current answer"
+    assert "Criterion hash" not in at.subheader[0].value
+    headline = at.markdown[0].value.replace("\\", "")
+    assert headline == ("**Round 5** · answered 2024-02-12 · Follow-up Questionnaire Round 5")
+    assert at.markdown[1].value.replace("\\", "") == (
+        "Confirmed. Migration to AES-256 completed on 2024-02-09 for all storage tiers, "
+        "including backups.")
+    earlier = next(m.value.replace("\\", "") for m in at.markdown
+                   if m.value.startswith("**Earlier answers**"))
+    assert [line.split(" said: ")[0] for line in earlier.splitlines()[1:]] == [
+        "- Round 4 (2024-02-01)", "- Round 3 (2024-01-20)", "- Round 2 (2024-01-15)",
+        "- Round 1 (2024-01-10)"]
+    assert "Round 1 (2024-01-10) said: “Yes, we use AES-256 for all data at rest.”" in earlier
+    # Round 3's correction and round 5's completed migration disagree, with both quotes.
+    [found] = [w.value.replace("\\", "") for w in at.warning
+               if w.value.startswith("**Contradictions")]
+    assert "Round 5 names AES-256 where round 3 named AES-128." in found
+    assert "Round 3: “After an internal review" in found
+    assert "Round 5: “Migration to AES-256 completed on 2024-02-09" in found
+
+
+def test_every_criterion_answered_in_several_rounds_shows_its_newest_answer_first(
+        dashboard_workbench):
+    from dashboard import resources
+
+    checked = 0
+    for vendor in ("acme", "northwind"):
+        for criterion in (e.text for e in resources.vendor_criteria(vendor)):
+            rounds = {h.round_number
+                      for h in dashboard_workbench.linked_followups(vendor, criterion)}
+            if len(rounds) < 2:
+                continue
+            at = page("overview", vendor=vendor, criterion=criterion).run()
+            assert not at.exception
+            assert at.subheader[0].value == "The vendor's current answer"
+            assert at.markdown[0].value.startswith(f"**Round {max(rounds)}**"), criterion
+            checked += 1
+    assert checked >= 7  # acme's six such criteria, and northwind's
+
+
+def test_a_criterion_no_round_answers_says_so_first(dashboard_workbench):
+    at = page("overview", criterion="Does the vendor have a current SOC 2 Type II report?").run()
+    assert not at.exception
+    assert at.subheader[0].value == "The vendor's current answer"
+    assert at.info[0].value.startswith("No questionnaire round answers this criterion yet")

@@ -46,15 +46,16 @@ def jsonl(downloads) -> list[dict]:
     return [json.loads(line) for line in downloads["JSON lines (.jsonl)"][1].splitlines()]
 
 
-def test_the_pack_of_the_sample_criteria(dashboard_workbench, downloads):
+def test_the_pack_of_the_vendors_criteria(dashboard_workbench, downloads):
     at = page("pack").run()
 
     assert not at.exception and not at.error
     assert at.title[0].value == "Evidence pack"
-    assert metrics(at) == {"Criteria": "12", "With a verdict": "0 of 12",
-                           "With a linked answer": "9 of 12"}
+    # The sample's 12 criteria used with acme, and the two its rounds answer besides.
+    assert metrics(at) == {"Criteria": "14", "With a verdict": "0 of 14",
+                           "With a linked answer": "11 of 14"}
     table = rows(at).set_index("Criterion")
-    assert len(table) == 12
+    assert len(table) == 14
     aes = table.loc[AES_CRITERION]
     assert aes["Linked rounds"] == "rounds 1, 2, 3, 4, 5"
     assert aes["In context"] == "3 of 5"  # the latest three rounds
@@ -71,7 +72,7 @@ def test_the_pack_of_the_sample_criteria(dashboard_workbench, downloads):
     assert downloads["One HTML page (.html)"][1].startswith("<!DOCTYPE html>")
     header, *criteria = jsonl(downloads)
     assert (header["record"], header["strategy"], header["criteria"]) == ("pack", "precedence",
-                                                                          12)
+                                                                          14)
     assert [c["criterion"] for c in criteria] == list(table.index)
     first = criteria[0]
     assert [r["round_number"] for r in first["rounds"]] == [5, 4, 3, 2, 1]
@@ -123,7 +124,7 @@ def test_an_uploaded_criteria_file(dashboard_workbench, downloads):
 def test_a_verdict_given_on_the_context_page_shows_in_the_pack(dashboard_workbench_llm,
                                                                llm_stub, downloads):
     at = page("pack").run()
-    assert metrics(at)["With a verdict"] == "0 of 12"
+    assert metrics(at)["With a verdict"] == "0 of 14"
 
     llm_stub.enqueue({"verdict": "MET", "reasoning": "Rounds 3 to 5 confirm AES-256.",
                       "contradictions": [], "cited_rounds": [3, 4, 5]})
@@ -133,7 +134,7 @@ def test_a_verdict_given_on_the_context_page_shows_in_the_pack(dashboard_workben
 
     at.run()  # the pack kept before the verdict is not shown again
     assert not at.exception and not at.error
-    assert metrics(at)["With a verdict"] == "1 of 12"
+    assert metrics(at)["With a verdict"] == "1 of 14"
     aes = rows(at).set_index("Criterion").loc[AES_CRITERION]
     # The stub quotes nothing for the rounds it cites: the verdict counts as INCONCLUSIVE.
     unverified = "INCONCLUSIVE (unverified: the model said MET)"
