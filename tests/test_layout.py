@@ -1,12 +1,15 @@
-"""The README's Layout section is true: every module it names exists, every module and package
-of `core/` and `dashboard/` is named, each folder imports only from the folders listed above
-it, and the front door stays small."""
+"""The architecture's Layout section (docs/architecture.md) is true: every module it names
+exists, every module and package of `core/` and `dashboard/` is named, each folder imports
+only from the folders listed above it, and the front door stays small. The README and the
+docs link only to what the repository holds."""
 
 from __future__ import annotations
 
 import ast
 import re
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Layout"
@@ -18,7 +21,7 @@ FRONT_DOOR_MOST_LINES = 200
 
 def layout_listing() -> list[str]:
     """The indented lines of the Layout section's listing, without its four-space indent."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     section = text.split(f"\n{SECTION}\n", 1)[1].split("\n## ", 1)[0]
     return [line[4:] for line in section.splitlines() if line.startswith("    ")]
 
@@ -60,11 +63,11 @@ def test_every_package_and_module_is_named() -> None:
     for top in ("core", "dashboard"):
         for init in sorted((ROOT / top).rglob("__init__.py")):
             folder = init.parent.relative_to(ROOT).as_posix() + "/"
-            assert folder in folders, f"the package {folder} is not in the README's Layout"
+            assert folder in folders, f"the package {folder} is not in the Layout"
             unnamed = sorted(p.name for p in init.parent.glob("*.py")
                              if p.name not in ("__init__.py", "__main__.py")
                              and p.name not in modules.get(folder, []))
-            assert unnamed == [], f"{folder} modules missing from the README's Layout"
+            assert unnamed == [], f"{folder} modules missing from the Layout"
 
 
 def _room(module: str, rooms: list[str], ground: set[str]) -> str | None:
@@ -131,3 +134,20 @@ def test_the_front_door_stays_small() -> None:
     lines = (ROOT / "core" / "workbench.py").read_text(encoding="utf-8").splitlines()
     assert len(lines) < FRONT_DOOR_MOST_LINES, (
         f"core/workbench.py is {len(lines)} lines; the front door composes, it holds no logic")
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("page", ["README.md", *sorted(
+    p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))])
+def test_links_stay_inside_the_repository(page: str) -> None:
+    """A clone holds everything a page links to: the README links only to files of the
+    repository, and every relative link of a page names a file or folder that exists."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    targets = [t for t in LINK.findall(text) if not t.startswith("#")]
+    if page == "README.md":
+        assert [t for t in targets if "://" in t] == []
+    missing = [t for t in targets if "://" not in t
+               and not (ROOT / page).parent.joinpath(t.split("#")[0]).exists()]
+    assert missing == []

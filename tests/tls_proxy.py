@@ -78,8 +78,7 @@ http {{
 }}
 """
 
-# The server block README.md ("Deployment: a shared server for a team") shows, with the
-# test's paths and ports.
+# The server block docs/deployment.md shows, with the test's paths and ports.
 SERVER_BLOCK = """\
     server {{
         listen 127.0.0.1:{port} ssl;
