@@ -6,18 +6,27 @@ Tesseract was chosen over an OCR library whose models ship in its wheel (rapidoc
 character of a 200-dpi page and of a screenshot's 14-pixel text; rapidocr read 75% and 82% of
 the characters and ran words together. The project's setup installs it (`make
 ocr-packages`, part of `make dashboard` and `make test`); without it, a page that needs OCR
-is reported as unreadable in one sentence that says so, and nothing is guessed."""
+is reported as unreadable in one sentence that says so, and nothing is guessed.
+
+A page is read whole: PDFium (pypdfium2) draws it as one grey picture, so a scan kept as one
+large image, a page made of image strips and text drawn as outlines all reach the engine as
+the reader sees them."""
 
 from __future__ import annotations
 
 import io
+import math
 import shutil
 import subprocess
 
 ENGINE = "tesseract"
-# Page images smaller than this carry no readable text (icons, rules, logos).
-MIN_IMAGE_PIXELS = 40_000
 TIMEOUT_S = 120
+# Pages are drawn at 300 dpi, the resolution tesseract reads body text best at, and at most
+# 18 million pixels (an A3 page at 300 dpi): a larger page is drawn smaller, so one page never
+# takes more than about 18 MB of grey pixels.
+RENDER_DPI = 300
+MAX_RENDER_PIXELS = 18_000_000
+POINTS_PER_INCH = 72
 
 
 class OcrUnavailable(Exception):
@@ -38,12 +47,18 @@ def engine_version() -> str | None:
     return first[0].strip() if first else ENGINE
 
 
-def read_image(data: bytes) -> str:
-    """The text of one image (PNG, JPEG, TIFF...), read by tesseract as one block of text."""
+def require_engine() -> str:
+    """The engine's path, or OcrUnavailable saying how to install it."""
     path = engine_path()
     if path is None:
         raise OcrUnavailable(f"no OCR engine is installed ({ENGINE}; run make ocr-packages, "
                              "or apt-get install tesseract-ocr)")
+    return path
+
+
+def read_image(data: bytes) -> str:
+    """The text of one image (PNG, JPEG, TIFF...), read by tesseract as one block of text."""
+    path = require_engine()
     try:
         done = subprocess.run([path, "stdin", "stdout", "--psm", "3"], input=data,
                               capture_output=True, timeout=TIMEOUT_S)
@@ -55,14 +70,28 @@ def read_image(data: bytes) -> str:
     return done.stdout.decode("utf-8", "replace")
 
 
-def page_images(page) -> list[bytes]:
-    """A PDF page's images large enough to hold text, as PNG bytes (pypdf decodes them)."""
-    found = []
-    for image in page.images:
-        picture = image.image
-        if picture is None or picture.width * picture.height < MIN_IMAGE_PIXELS:
-            continue
+def render_scale(width: float, height: float) -> float:
+    """Pixels per PDF point for a page of `width` x `height` points: RENDER_DPI, or less when
+    that would pass MAX_RENDER_PIXELS."""
+    scale = RENDER_DPI / POINTS_PER_INCH
+    area = max(width * height, 1.0)
+    return min(scale, math.sqrt(MAX_RENDER_PIXELS / area))
+
+
+def page_picture(page) -> bytes | None:
+    """A PDF page (a pypdfium2 page) drawn whole in grey as a PNG for OCR, its resolution
+    recorded in the file so tesseract sizes the text right; None when the page is one flat
+    colour (a blank page has nothing to read)."""
+    scale = render_scale(*page.get_size())
+    bitmap = page.render(scale=scale, grayscale=True)
+    try:
+        picture = bitmap.to_pil()
+        darkest, lightest = picture.getextrema()
+        if darkest == lightest:
+            return None
         out = io.BytesIO()
-        picture.save(out, format="PNG")
-        found.append(out.getvalue())
-    return found
+        dpi = round(scale * POINTS_PER_INCH)
+        picture.save(out, format="PNG", dpi=(dpi, dpi), compress_level=1)
+        return out.getvalue()
+    finally:
+        bitmap.close()
