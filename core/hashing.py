@@ -110,14 +110,15 @@ def content_hash(criterion_question_text: str | None, question_text: str) -> str
 
 
 def response_key(criterion_question_text: str | None, question_text: str,
-                 questionnaire_id: str | None = None) -> str:
+                 questionnaire_id: str | None = None, sheet: str | None = None) -> str:
     """A response's identity in its round: seed 003's content hash, and for a response with
     a questionnaire id the id with it (one question asked under several ids is several
-    answers)."""
+    answers), and the sheet for an id a file answers on several sheets."""
     if not questionnaire_id:
         return content_hash(criterion_question_text, question_text)
+    where = f"{sheet}||" if sheet else ""
     return short_hash(normalize_text(
-        f"{questionnaire_id}||{criterion_question_text or ''}||{question_text}"))
+        f"{questionnaire_id}||{where}{criterion_question_text or ''}||{question_text}"))
 
 
 def format_embedding_content(question_text: str, answer_text: str) -> str:

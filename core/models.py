@@ -134,6 +134,9 @@ class ResponseOrigin(BaseModel):
     layout: str | None = None  # "CAIQ v4.0.3"
     # The layout's other columns for this question: control ownership, CCM control id...
     extras: dict[str, str] = Field(default_factory=dict)
+    # The file answers the same id on another sheet too (an on-premises and a hosted sheet):
+    # the sheet is part of the answer's identity, so both answers are kept.
+    by_sheet: bool = False
 
 
 class QuestionnaireResponse(BaseModel):
@@ -160,9 +163,11 @@ class QuestionnaireResponse(BaseModel):
     @property
     def key(self) -> str:
         """The response's identity in its round: its criterion and question, and its
-        questionnaire id where it has one (the CAIQ asks one question under three ids)."""
+        questionnaire id where it has one (the CAIQ asks one question under three ids), and
+        its sheet where the file answers the id on several sheets."""
+        sheet = self.origin.sheet if self.origin is not None and self.origin.by_sheet else None
         return response_key(self.criterion_question_text, self.question_text,
-                            self.questionnaire_id)
+                            self.questionnaire_id, sheet)
 
     @field_validator("question_text", "answer_text")
     @classmethod

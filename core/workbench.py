@@ -123,11 +123,12 @@ class Workbench:
 
     def load_rounds(self, files: Iterable[Path | str], *, vendor_id: str | None = None,
                     round_number: int | None = None, timestamp: str | None = None,
-                    columns: str | None = None) -> list[LoadedRound]:
+                    columns: str | None = None, sheets: Sequence[str] = ()
+                    ) -> list[LoadedRound]:
         """Validate every round file, JSON or spreadsheet, before any is written."""
         return load_rounds(files, PayloadLimits.from_settings(self.settings),
                            vendor_id=vendor_id, round_number=round_number, timestamp=timestamp,
-                           columns=columns)
+                           columns=columns, sheets=sheets)
 
     def vendor_ids(self) -> list[str]:
         return self.store.vendor_ids()

@@ -87,7 +87,8 @@ def ingest_rounds(rounds: Sequence[LoadedRound], progress: Progress | None = Non
 
 
 def read_package(vendor_id: str, uploads: Sequence[tuple[str, bytes]], *,
-                 first_round: int | None, columns: dict[str, str]) -> Package:
+                 first_round: int | None, columns: dict[str, str],
+                 sheets: dict[str, list[str]] | None = None) -> Package:
     """An uploaded package read and sorted, nothing written; kept for the session under the
     files, vendor, round choice, mappings and store state it was read with, so a rerun does
     not read (and OCR) every file again."""
@@ -95,13 +96,15 @@ def read_package(vendor_id: str, uploads: Sequence[tuple[str, bytes]], *,
     key = (hashlib.sha256(b"".join(hashlib.sha256(n.encode() + b"\0" + d).digest()
                                    for n, d in uploads)).hexdigest(),
            vendor_id, first_round, tuple(sorted(columns.items())),
+           tuple(sorted((k, tuple(v)) for k, v in (sheets or {}).items())),
            workbench.store_state(vendor_id) if vendor_id in workbench.vendor_ids() else None)
     kept = st.session_state.get("package_read")
     if kept is not None and kept[0] == key:
         return kept[1]
     with st.spinner(f"Reading {len(uploads)} files..."):
         package = read_uploaded_package(workbench.writer, vendor_id, uploads,
-                                        first_round=first_round, columns=columns)
+                                        first_round=first_round, columns=columns,
+                                        sheets=sheets)
     st.session_state["package_read"] = (key, package)
     return package
 

@@ -1413,8 +1413,6 @@ ASSESS_FAILURES: dict[str, tuple[dict[str, Any] | None, dict[str, str], list[str
 @pytest.mark.parametrize("case", list(ASSESS_FAILURES))
 def test_a_failing_language_model_fails_in_one_line_and_records_no_verdict(
         populated, fake_models, llm_stub, monkeypatch, capfd, case):
-    import time
-
     reply, environment, needles = ASSESS_FAILURES[case]
     monkeypatch.setenv("EVIDENCE_LLM_BASE_URL",
                        llm_stub.base_url if reply is not None else closed_port_url())
@@ -1424,10 +1422,8 @@ def test_a_failing_language_model_fails_in_one_line_and_records_no_verdict(
     if reply is not None:
         llm_stub.enqueue(**reply)
     before = store_snapshot(populated)
-    started = time.monotonic()
     code, out, err = run_main(capfd, "--store", str(populated.settings.store), "assess",
                                    "--vendor", "acme", "--criterion", AES_CRITERION, clear=True)
-    assert time.monotonic() - started < 4  # the hang is cut at the timeout, not waited out
     assert_cli_refused(code, out, err, "127.0.0.1", "/chat/completions", *needles, exit_code=1)
     assert (len(llm_stub.requests), llm_stub.pending) == ((0, 0) if reply is None else (1, 0))
     assert populated.verdicts.latest("acme", AES_CRITERION).verdict is None

@@ -21,12 +21,14 @@ from core.workbench import Workbench
 from tests import test_spreadsheets as sheets
 from tests.support.questionnaires import (
     Item,
+    MappedControl,
     caiq_v3,
     caiq_v4,
     hecvat_3,
     hecvat_4,
     saved,
     sig_export,
+    soa_2013_2022,
     statement_of_applicability,
 )
 from tests.support.snapshot import assert_unchanged, store_snapshot
@@ -105,6 +107,27 @@ def test_a_caiq_v3_reads_the_answer_marked_under_yes_no_or_not_applicable():
     assert read_.payload.responses[1].origin.extras["control_id"] == "AIS-01"
 
 
+def test_a_caiq_v3_filled_with_typed_words_reads_the_word_not_the_column():
+    """Vendors type YES / NO / NOT into the answer columns instead of an x, sometimes into
+    the wrong column, and sometimes a note: the word is the answer, a note is a note."""
+    workbook = openpyxl.load_workbook(io.BytesIO(caiq_v3([
+        Item("AIS-01.1", "Do you use industry standards to build in security?", "Yes"),
+        Item("AIS-01.2", "Do you use an automated source code analysis tool?", "Yes"),
+        Item("TVM-02.1", "Do you conduct network-layer vulnerability scans?",
+             "Not Applicable")])))
+    sheet = workbook.active
+    sheet["F5"] = "YES"
+    sheet["F6"] = "NO"  # typed into the Yes column
+    sheet["H7"] = "NOt"
+    sheet["G7"] = "Scans are run by the hosting provider"
+    read_ = read("caiq-v3.xlsx", saved(workbook))
+    assert answers(read_) == [
+        ("AIS-01.1", "Do you use industry standards to build in security?", "Yes"),
+        ("AIS-01.2", "Do you use an automated source code analysis tool?", "No"),
+        ("TVM-02.1", "Do you conduct network-layer vulnerability scans?",
+         "Not Applicable. Scans are run by the hosting provider")]
+
+
 @pytest.mark.parametrize(("kind", "version", "name"), [
     ("Full", "3.04", "HECVAT Full 3.04"),
     ("Full", "3.03", "HECVAT Full 3.03"),
@@ -160,6 +183,44 @@ def test_a_sig_export_and_a_statement_of_applicability_are_read_by_their_headers
         ("A.8.24", "Use of cryptography",
          "Applicable: Yes. Customer data is encrypted. Implemented by the CISO's programme."),
         ("A.7.5", "Protecting against physical threats", "Applicable: No. Hosted by AWS.")]
+
+
+def test_a_statement_of_applicability_mapping_2013_to_2022_is_read_by_its_2022_ids():
+    data = soa_2013_2022([
+        MappedControl("5.1.1", "5.1", "Policies for information security",
+                      "Policies for information security are defined and approved.", "Y",
+                      "Business requirement"),
+        MappedControl("5.1.2 ", "5.1", "Policies for information security",
+                      "Policies are reviewed at planned intervals.", "Y", "Business requirement"),
+        MappedControl("8.1.3", "5.10", "Acceptable use of information",
+                      "Rules for acceptable use are documented.", "Y", "Legal requirement"),
+        MappedControl("NEW", "5.7", "Threat intelligence",
+                      "Information about threats is collected and analysed.", "Y",
+                      "Adopted industry practice"),
+        MappedControl("11.1.4", "7.5", "Protecting against physical threats",
+                      "Protection against natural disasters is designed.", "N",
+                      "Data centres are operated by the hosting provider.",
+                      third_party="Hosting provider"),
+    ], withdrawn=["16.1.3"])
+    soa = read("Vendor SOA.xlsx", data)
+    assert soa.layout == "ISO 27001 statement of applicability"
+    assert answers(soa) == [
+        ("5.1", "Policies for information security are defined and approved.",
+         "Applicable: Yes. Business requirement"),
+        ("5.1", "Policies are reviewed at planned intervals.",
+         "Applicable: Yes. Business requirement"),
+        ("5.10", "Rules for acceptable use are documented.",
+         "Applicable: Yes. Legal requirement"),
+        ("5.7", "Information about threats is collected and analysed.",
+         "Applicable: Yes. Adopted industry practice"),
+        ("7.5", "Protection against natural disasters is designed.",
+         "Applicable: No. Data centres are operated by the hosting provider. Controlled by a "
+         "third party: Hosting provider."),
+    ]
+    extras = [r.origin.extras for r in soa.payload.responses]
+    assert [e["iso_2013"] for e in extras] == ["5.1.1", "5.1.2", "8.1.3", "NEW", "11.1.4"]
+    assert extras[2]["control_title"] == "5.10: Acceptable use of information"
+    assert [r.origin.sheet for r in soa.payload.responses] == ["SOA"] * 5
 
 
 def test_a_workbook_of_any_size_is_one_round():

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from core.cli.base import _emit, _progress_bar, _sentence, _workbench, ingest_app
+from core.errors import UserInputError
 
 
 @ingest_app.command("docs")
@@ -55,24 +56,68 @@ def ingest_package(
     timestamp: Annotated[str | None, typer.Option(
         help="ISO 8601 time the questionnaires were answered (default: now, in UTC).")
     ] = None,
+    columns: Annotated[list[str] | None, typer.Option(
+        help="How to read one table of the package: \"FILE=id=B,question=C,answer=G+J\" "
+             "(FILE as its line names it; columns by letter or header text, + joining "
+             "columns). Repeat for several files. Overrides a guessed layout.")] = None,
+    sheet: Annotated[list[str] | None, typer.Option(
+        help="Read one workbook of the package from this sheet only: \"FILE=SHEET\". Repeat "
+             "for several sheets or files.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run",
+        help="Print what each file would become, with its layout (or guessed mapping), the "
+             "sheets read and left out, and its first three answers or chunks; write "
+             "nothing.")] = False,
 ) -> None:
     """Ingest a whole vendor package: each document as `ingest docs` would, each
     questionnaire as a round of its own; one JSON line per file says what it became and why.
     Every file is read before anything is written."""
+    from core.ingest.package import dry_run_lines, read_package
     from core.ingest.package import ingest_package as write_package
-    from core.ingest.package import read_package
 
     writer = _workbench(ctx).writer
     with _progress_bar() as progress:
         package = read_package(writer, vendor, folder, first_round=round_number,
                                skip_unreadable=skip_unreadable, timestamp=timestamp,
+                               columns=_per_file("--columns", columns or []),
+                               sheets=_per_file_lists("--sheet", sheet or []),
                                progress=progress)
         for item in package.rounds:
             for note in item.round.notes if item.round else []:
                 print(f"evidence: note: {_sentence(note)}", file=sys.stderr)
-        lines = write_package(writer, package, progress)
+        lines = dry_run_lines(package) if dry_run else write_package(writer, package, progress)
+    if dry_run:
+        print("evidence: note: a dry run; nothing was written.", file=sys.stderr)
     for line in lines:
         _emit(line)
+
+
+def _split_file(option: str, text: str) -> tuple[str, str]:
+    """'FILE=VALUE' as (FILE, VALUE), or one sentence on the form the option takes."""
+    name, equals, value = text.partition("=")
+    if not equals or not name.strip() or not value.strip():
+        form = "FILE=id=B,question=C,answer=G+J" if option == "--columns" else "FILE=SHEET"
+        raise UserInputError(f"{option} '{text}' does not name a file; write {option} "
+                             f"\"{form}\" (FILE as the package's line names it).")
+    return name.strip(), value.strip()
+
+
+def _per_file(option: str, given: list[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for text in given:
+        name, value = _split_file(option, text)
+        if name in found:
+            raise UserInputError(f"{option} gives {name} twice; give one mapping per file.")
+        found[name] = value
+    return found
+
+
+def _per_file_lists(option: str, given: list[str]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for text in given:
+        name, value = _split_file(option, text)
+        found.setdefault(name, []).append(value)
+    return found
 
 
 @ingest_app.command("questionnaire")
@@ -95,6 +140,13 @@ def ingest_questionnaire(
              "fields are id, criterion, question, answer). Standard questionnaires (CAIQ, "
              "HECVAT, SIG export, ISO 27001 statement of applicability) need none.")
     ] = None,
+    sheet: Annotated[list[str] | None, typer.Option(
+        help="Read the spreadsheets from this sheet only (repeat for several); without it, "
+             "every visible sheet with the layout is read.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run",
+        help="Print what each file would become (layout or guessed mapping, sheets read and "
+             "left out, first three answers) and write nothing.")] = False,
     replace: Annotated[bool, typer.Option(
         "--replace",
         help="Make the round exactly the FILES given (all of one vendor and round; several "
@@ -107,10 +159,15 @@ def ingest_questionnaire(
     Files of one round accumulate, unless --replace."""
     workbench = _workbench(ctx)
     rounds = workbench.load_rounds(files, vendor_id=vendor, round_number=round_number,
-                                   timestamp=timestamp, columns=columns)
+                                   timestamp=timestamp, columns=columns, sheets=sheet or [])
     for loaded in rounds:
         for note in loaded.notes:
             print(f"evidence: note: {_sentence(note)}", file=sys.stderr)
+    if dry_run:
+        print("evidence: note: a dry run; nothing was written.", file=sys.stderr)
+        for loaded in rounds:
+            _emit(loaded.dry_run_line())
+        return
     for report in workbench.ingest_questionnaires([r.payload for r in rounds],
                                                   replace=replace):
         _emit(report.model_dump(mode="json"))

@@ -7,7 +7,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from core.errors import UserInputError, shown_path
 
@@ -104,3 +104,19 @@ class LoadedRound:
     payload: QuestionnairePayload
     source: str
     notes: list[str] = field(default_factory=list)
+    layout: str | None = None  # "CAIQ v4.0.3", "guessed: id=A,...", "bulk payload"
+    first_answers: list[dict[str, Any]] = field(default_factory=list)  # as the file has them
+    sheets: dict[str, Any] | None = None  # a workbook's sheets read and left out
+
+    def dry_run_line(self, shown: int = 3) -> dict[str, Any]:
+        """What `ingest questionnaire --dry-run` prints for the file: what it would become,
+        how it was read and its first answers; nothing is written."""
+        count = len(self.payload.responses)
+        layout = self.layout or "bulk payload"
+        return {"file": self.source, "became": "round", "layout": layout,
+                "round_number": self.payload.round_number, "answers": count,
+                **({"sheets": self.sheets} if self.sheets is not None else {}),
+                "preview": self.first_answers[:shown],
+                "reason": f"a questionnaire ({layout}): {count:,} answer"
+                          f"{'' if count == 1 else 's'}; round {self.payload.round_number} of "
+                          f"{self.payload.vendor_id}."}

@@ -26,7 +26,13 @@ from core.ingest.documents import (
 )
 from core.ingest.rounds.mapping import ColumnMapping
 from core.ingest.rounds.payload import load_payload_file, payload_records
-from core.ingest.rounds.table_round import current_timestamp, layout_round, spreadsheet_round
+from core.ingest.rounds.pdf_tables import read_pdf_questionnaire
+from core.ingest.rounds.table_round import (
+    current_timestamp,
+    layout_round,
+    pages_text,
+    spreadsheet_round,
+)
 from core.ingest.rounds.tables import is_spreadsheet
 from core.ingest.rounds.vsaq import definition_for, read_answers, read_vsaq
 from core.ingest.writer import EvidenceWriter
@@ -41,8 +47,8 @@ _OFFICE_LOCK = "~$"  # the lock file Office leaves beside a workbook that is ope
 _KINDS = (
     ("report", re.compile(r"\bsoc[ _-]?[123]\b|service organi[sz]ation control|penetration "
                           r"test|\bpen[ _-]?test|\breport\b|bridge letter", re.IGNORECASE)),
-    ("certificate", re.compile(r"certificat|attestation of compliance|\baoc\b",
-                               re.IGNORECASE)),
+    ("certificate", re.compile(r"certificat|attestation of compliance|\baoc\b|"
+                               r"authori[sz]ation letter", re.IGNORECASE)),
     ("policy", re.compile(r"polic(y|ies)|procedure|standard|\bplan\b|handbook|charter|"
                           r"program(me)?\b|continuity|disaster recovery", re.IGNORECASE)),
 )
@@ -63,6 +69,7 @@ class PackageFile:
     replaces_round: bool = False  # the round already holds this file's answers, and only them
     unchanged: bool = False  # ... and holds them exactly as the file has them now
     preview: list[dict[str, Any]] = field(default_factory=list)
+    sheets: dict[str, Any] | None = None  # a workbook's sheets read and left out (with why)
 
     @property
     def round_number(self) -> int | None:
@@ -93,11 +100,13 @@ class Package:
 def read_package(writer: EvidenceWriter, vendor_id: str, folder: Path, *,
                  first_round: int | None = None, skip_unreadable: bool = False,
                  timestamp: str | None = None, columns: dict[str, str] | None = None,
+                 sheets: dict[str, list[str]] | None = None,
                  progress: Progress | None = None) -> Package:
     """Read and sort every file of `folder`, writing nothing. Rounds are numbered from
     `first_round`, by default from the next round the vendor has not used (a file whose
     answers alone make up a stored round keeps that round). `columns` maps a file of the
-    package to the column mapping its table is read with (`--columns`'s form)."""
+    package to the column mapping its table is read with (`--columns`'s form), `sheets` to
+    the sheets it is read from (`--sheet`)."""
     check_vendor_id(vendor_id)
     if first_round is not None and (isinstance(first_round, bool)
                                     or not 1 <= first_round <= MAX_ROUND_NUMBER):
@@ -108,11 +117,15 @@ def read_package(writer: EvidenceWriter, vendor_id: str, folder: Path, *,
         raise UserInputError(f"{shown_path(folder)} is not a folder; give the folder that "
                              "holds the vendor's package.")
     paths = walk_folder(folder, hidden_folders=False)
+    names = {_relative(folder, p) for p in paths}
+    for option, given in (("--columns", columns or {}), ("--sheet", sheets or {})):
+        unknown = sorted(set(given) - names)
+        if unknown:
+            raise UserInputError(
+                f"{option} names {unknown[0]}, which is not a file of the package "
+                f"{shown_path(folder)}; name the file as its line does (its path inside the "
+                f"folder), for example {option} \"{_example(names)}={_FORMS[option]}\".")
     mappings = {name: ColumnMapping.parse(text) for name, text in (columns or {}).items()}
-    unknown = sorted(set(mappings) - {_relative(folder, p) for p in paths})
-    if unknown:
-        raise UserInputError(f"A column mapping names {unknown[0]}, which is not a file of "
-                             f"the package {shown_path(folder)}.")
     settings = writer.settings
     limits = PayloadLimits.from_settings(settings)
     stamp = current_timestamp() if timestamp is None else timestamp
@@ -126,7 +139,8 @@ def read_package(writer: EvidenceWriter, vendor_id: str, folder: Path, *,
         name = _relative(folder, path)
         try:
             files.append(_sort_file(path, name, vendor_id, stamp, limits, settings,
-                                    mappings.get(name), definitions, answers.get(path)))
+                                    mappings.get(name), (sheets or {}).get(name, []),
+                                    definitions, answers.get(path)))
         except UserInputError as exc:
             files.append(PackageFile(name, "skipped", _about(str(exc), path, name, folder),
                                      unreadable=True))
@@ -135,6 +149,14 @@ def read_package(writer: EvidenceWriter, vendor_id: str, folder: Path, *,
     package = Package(vendor_id, folder, _number_rounds(writer, vendor_id, files, first_round))
     _refuse(package, skip_unreadable)
     return package
+
+
+_FORMS = {"--columns": "id=A,question=B,answer=C+E", "--sheet": "SHEET"}
+
+
+def _example(names: set[str]) -> str:
+    tables = sorted(n for n in names if is_spreadsheet(n))
+    return (tables or sorted(names) or ["FILE"])[0]
 
 
 def _relative(folder: Path, path: Path) -> str:
@@ -147,8 +169,8 @@ def _about(message: str, path: Path, name: str, folder: Path) -> str:
 
 
 def _sort_file(path: Path, name: str, vendor_id: str, timestamp: str, limits: PayloadLimits,
-               settings: Any, mapping: ColumnMapping | None, definitions: dict[Path, Path],
-               answers: dict[str, str] | None) -> PackageFile:
+               settings: Any, mapping: ColumnMapping | None, sheets: list[str],
+               definitions: dict[Path, Path], answers: dict[str, str] | None) -> PackageFile:
     """What one file becomes; `definitions` are the VSAQ questionnaires that answers files
     of the package read, `answers` this file's VSAQ answers if it is such a file."""
     base = path.name
@@ -160,32 +182,73 @@ def _sort_file(path: Path, name: str, vendor_id: str, timestamp: str, limits: Pa
                            f"{_relative(path.parent, definitions[path])} answers; its question "
                            "texts are read with those answers.", layout="vsaq definition")
     suffix = path.suffix.lower()
-    if mapping is not None and not is_spreadsheet(path):
-        raise UserInputError(f"{name} is not a .csv or .xlsx table; a column mapping applies "
-                             "only to one.")
+    if (mapping is not None or sheets) and not is_spreadsheet(path):
+        what = "a column mapping applies" if mapping is not None else "--sheet applies"
+        raise UserInputError(f"{name} is not a .csv or .xlsx table; {what} only to one.")
     if is_spreadsheet(path):
         data = read_user_file(path, max_bytes=limits.max_bytes, what="a questionnaire round")
         read = spreadsheet_round(name, data, vendor_id=vendor_id, round_number=1,
-                                 timestamp=timestamp, limits=limits, columns=mapping)
+                                 timestamp=timestamp, limits=limits, columns=mapping,
+                                 sheets=sheets)
         layout = read.layout or "criterion, question, answer table"
         where = f"sheet {read.sheet}" if read.sheet else "the table"
+        left = (f"; left out {', '.join(sheet for sheet, _ in read.left_out)}"
+                if read.left_out else "")
         return PackageFile(name, "round", f"a questionnaire ({layout}): "
-                           f"{_count(len(read.payload.responses), 'answer')} from {where}.",
+                           f"{_count(len(read.payload.responses), 'answer')} from {where}"
+                           f"{left}.",
                            layout=layout, round=LoadedRound(read.payload, name, read.notes),
-                           preview=read.preview())
+                           preview=read.preview(), sheets=read.sheets())
     if suffix == ".json":
+        if (definition_for(path) is None) if answers is not None else not _round_shaped(
+                path, limits):
+            return PackageFile(name, "skipped", f"{name} is JSON data, not a questionnaire "
+                               "round (vendor_id, round_number, responses) nor VSAQ answers "
+                               "with their questionnaire beside them; nothing in it was read.",
+                               layout="JSON data")
         return _json_round(path, name, vendor_id, timestamp, limits, answers)
+    kept_why = ""
+    if suffix == ".pdf":
+        data = read_user_file(path, max_bytes=settings.max_document_bytes, what="a document")
+        found = read_pdf_questionnaire(name, data)
+        if found.read is not None:
+            read = layout_round(name, found.read, vendor_id=vendor_id, round_number=1,
+                                timestamp=timestamp, limits=limits)
+            return PackageFile(name, "round", f"a questionnaire ({read.layout}): "
+                               f"{_count(len(read.payload.responses), 'answer')} from "
+                               f"{pages_text(found.read.sheets)}.",
+                               layout=read.layout,
+                               round=LoadedRound(read.payload, name, read.notes),
+                               preview=read.preview())
+        if found.looks_like:
+            kept_why = (f" It looks like a questionnaire and was kept as a document: "
+                        f"{found.reason}.")
     if suffix in SUPPORTED_SUFFIXES:
         document = prepare_document(DocumentFile(path, name), settings.chunk_size,
                                     settings.chunk_overlap, max_bytes=settings.max_document_bytes)
         kind = document_kind(name, document.chunks[0].text if document.chunks else "")
-        return PackageFile(name, "document", _document_reason(document, kind), layout=kind,
+        return PackageFile(name, "document", _document_reason(document, kind) + kept_why,
+                           layout=kind,
                            document=document,
                            preview=[{"chunk": i, "page": c.page, "ocr": c.ocr,
                                      "text": c.text[:300]}
                                     for i, c in enumerate(document.chunks[:5], start=1)])
     raise UserInputError(f"{name} is not a format the workbench reads (documents: "
                          f"{SUPPORTED_LIST}; questionnaires: {QUESTIONNAIRE_LIST}).")
+
+
+_ROUND_KEYS = {"vendor_id", "round_number", "timestamp", "responses"}
+
+
+def _round_shaped(path: Path, limits: PayloadLimits) -> bool:
+    """True for JSON that means to be a bulk payload (an object with a payload's keys), or
+    that cannot be read as JSON at all: either is read as a round, and refused as one if it
+    is not a valid one. JSON data of any other shape is not a round."""
+    try:
+        data = json.loads(read_user_file(path, max_bytes=limits.max_bytes).decode("utf-8-sig"))
+    except (UserInputError, ValueError, RecursionError):
+        return True
+    return isinstance(data, dict) and bool(set(data) & _ROUND_KEYS)
 
 
 def _json_round(path: Path, name: str, vendor_id: str, timestamp: str,
@@ -365,6 +428,26 @@ def ingest_package(writer: EvidenceWriter, package: Package,
 
 
 def package_line(item: PackageFile, outcome: dict[str, Any]) -> dict[str, Any]:
-    """The JSON line of one file (CONTRACT.md's `ingest package` line)."""
+    """The JSON line of one file (CONTRACT.md's `ingest package` line); a workbook's line
+    names the sheets read and left out."""
     return {"file": item.file, "became": item.became, "layout": item.layout,
-            "round_number": item.round_number, **outcome, "reason": item.reason}
+            "round_number": item.round_number, **outcome,
+            **({"sheets": item.sheets} if item.sheets is not None else {}),
+            "reason": item.reason}
+
+
+PREVIEWED = 3  # answers or chunks a dry run shows of each file
+
+
+def dry_run_lines(package: Package) -> list[dict[str, Any]]:
+    """What `ingest package --dry-run` prints: each file's line as the ingest would print
+    it, with what it would hold and its first answers or chunks; nothing is written."""
+    lines = []
+    for item in package.files:
+        would: dict[str, Any] = {}
+        if item.document is not None:
+            would = {"chunks": len(item.document.chunks)}
+        elif item.round is not None:
+            would = {"answers": len(item.round.payload.responses)}
+        lines.append({**package_line(item, would), "preview": item.preview[:PREVIEWED]})
+    return lines

@@ -168,6 +168,7 @@ def ingest_loaded_rounds(workbench: EvidenceIngest, rounds: Sequence[LoadedRound
 def read_uploaded_package(writer: EvidenceWriter, vendor_id: str, uploads: Sequence[Upload], *,
                           first_round: int | None = None, timestamp: str | None = None,
                           columns: dict[str, str] | None = None,
+                          sheets: dict[str, list[str]] | None = None,
                           progress: Progress | None = None) -> Package:
     """Uploaded files read and sorted as a vendor package, nothing written. Files that cannot
     be read are kept in it as skipped, with why, so a reviewer sees every file; the
@@ -182,7 +183,7 @@ def read_uploaded_package(writer: EvidenceWriter, vendor_id: str, uploads: Seque
             save_uploads(Path(folder), uploads)
             package = read_package(writer, vendor_id, Path(folder), first_round=first_round,
                                    skip_unreadable=True, timestamp=timestamp,
-                                   columns=columns, progress=progress)
+                                   columns=columns, sheets=sheets, progress=progress)
         except UserInputError as exc:
             message = str(exc).replace(folder + os.sep, "").replace(f"The package {folder} ",
                                                                     "The upload ")

@@ -350,19 +350,34 @@ BECAME = {"document": "document", "round": "questionnaire round", "skipped": "sk
 
 
 def package_table(package: Package) -> pd.DataFrame:
-    """One row per file of the package: what it becomes and why."""
+    """One row per file of the package: what it becomes, from which sheets, and why."""
     return pd.DataFrame([{
         "File": item.file,
         "Becomes": ("cannot be read" if item.unreadable else BECAME[item.became]),
         "Kind": item.layout or "",
         "Round": item.round_number,
+        "Sheets": sheets_text(item.sheets),
         "Why": item.reason,
-    } for item in package.files], columns=["File", "Becomes", "Kind", "Round", "Why"])
+    } for item in package.files], columns=["File", "Becomes", "Kind", "Round", "Sheets", "Why"])
+
+
+def sheets_text(sheets: dict | None) -> str:
+    """'read: On-Premises, Hosted; left out: Instructions (no header)', or nothing."""
+    if not sheets:
+        return ""
+    parts = [f"read: {', '.join(sheets['read'])}"] if sheets["read"] else []
+    if sheets["left_out"]:
+        parts.append("left out: " + ", ".join(f"{s['sheet']} ({s['why']})"
+                                             for s in sheets["left_out"]))
+    return "; ".join(parts)
 
 
 def needs_mapping(item: PackageFile) -> bool:
-    """A table the workbench could not place: it offers the column mapping step."""
-    return item.unreadable and is_spreadsheet(item.file) and "--columns" in item.reason
+    """A table the workbench could not place, or placed by a guess: it offers the column
+    mapping step (to map it, or to correct the guess)."""
+    return is_spreadsheet(item.file) and (
+        (item.unreadable and "--columns" in item.reason)
+        or (item.layout or "").startswith("guessed"))
 
 
 def package_outcome(lines: Sequence[dict]) -> str:
@@ -407,9 +422,11 @@ def show_package_upload(vendor: str | None) -> None:
     names = {name for name, _ in uploads}
     columns = {name: text for name, text in st.session_state.get("package_columns", {}).items()
                if text and name in names}
+    sheets = {name: chosen for name, chosen in st.session_state.get("package_sheets", {}).items()
+              if chosen and name in names}
     try:
         package = actions.read_package(vendor_id, uploads, first_round=first_round,
-                                       columns=columns)
+                                       columns=columns, sheets=sheets)
     except EvidenceError as exc:
         widgets.show_error(exc, "The package could not be read")
         show_outcome("package")
@@ -448,21 +465,44 @@ def show_mappings(package: Package) -> None:
     """The mapping step: for each table of an unknown layout, the columns to read it by."""
     unmapped = [item for item in package.files if needs_mapping(item)]
     mapped = st.session_state.get("package_columns", {})
-    if not unmapped and not mapped:
+    chosen = st.session_state.get("package_sheets", {})
+    if not unmapped and not mapped and not chosen:
         return
-    st.markdown("**Column mapping** for a table of a layout the workbench does not know: "
-                "name the columns to read, by letter or header text, `+` joining columns "
-                "(for example `id=A,question=B,answer=C+E`).")
+    for item in unmapped:
+        if item.round is not None and item.round.notes:
+            guessed = [n for n in item.round.notes if n.startswith("Guessed")]
+            if guessed:
+                st.info(guessed[0])
+    st.markdown("**Column mapping** for a table of a layout the workbench does not know, or "
+                "to correct a guessed one: name the columns to read, by letter or header "
+                "text, `+` joining columns (for example `id=A,question=B,answer=C+E`), and "
+                "the sheets to read (none chosen: every sheet with those columns).")
     with st.form("package_mapping"):
-        given = {}
+        given: dict[str, str] = {}
+        picked: dict[str, list[str]] = {}
         for item in unmapped + [i for i in package.files
-                                if i.file in mapped and not needs_mapping(i)]:
+                                if (i.file in mapped or i.file in chosen)
+                                and not needs_mapping(i)]:
             given[item.file] = st.text_input(f"Columns of {item.file}",
                                              value=mapped.get(item.file, ""),
                                              key=f"package_map_{item.file}")
+            offered = workbook_sheets(item)
+            if offered:
+                picked[item.file] = st.multiselect(
+                    f"Sheets of {item.file} to read", offered,
+                    default=[s for s in chosen.get(item.file, []) if s in offered],
+                    key=f"package_sheets_{item.file}")
         if st.form_submit_button("Read the tables with these columns"):
             st.session_state["package_columns"] = {k: v.strip() for k, v in given.items()}
+            st.session_state["package_sheets"] = {k: v for k, v in picked.items() if v}
             st.rerun()
+
+
+def workbook_sheets(item: PackageFile) -> list[str]:
+    """The sheets of a workbook the package read or left out, in the workbook's terms."""
+    if not item.sheets:
+        return []
+    return [*item.sheets["read"], *(s["sheet"] for s in item.sheets["left_out"])]
 
 
 def show_browser(workbench: Workbench, statuses: Sequence[VendorStatus],

@@ -583,3 +583,32 @@ def test_a_package_with_an_unreadable_file_is_written_only_when_skipping_is_aske
     assert at.success[0].value == ("Package ingested: 1 document (1 chunks); 1 skipped "
                                    "(logo.png).")
     assert status_of(dashboard_workbench)["globex"]["documents"] == 1
+
+
+def test_a_guessed_layout_is_shown_with_its_sheets_and_corrected_on_the_page(
+        dashboard_workbench):
+    from tests.test_guessed_layouts import HOSTED, ON_PREMISES, control_workbook
+
+    data = control_workbook({"On-Premises": ON_PREMISES, "Hosted Service": HOSTED})
+    at = page("library").run()
+    at.text_input(key="package_vendor").set_value("globex").run()
+    at.file_uploader(key="upload_package").set_value(
+        [("controls.xlsx", data, "application/octet-stream")])
+    at.run()
+    assert not at.exception and not at.error
+    preview = table(at, "Becomes")
+    assert list(preview["Kind"]) == ["guessed: id=B,question=C,answer=F+G+I"]
+    assert preview["Sheets"][0].startswith("read: On-Premises, Hosted Service; left out: "
+                                           "Summary (")
+    assert any(i.value.startswith("Guessed the layout of controls.xlsx: id=B (Control ID)")
+               for i in at.info)
+    at.multiselect(key="package_sheets_controls.xlsx").set_value(["Hosted Service"])
+    at.button[[b.label for b in at.button].index(
+        "Read the tables with these columns")].click().run()
+    assert not at.exception and not at.error
+    preview = table(at, "Becomes")
+    assert preview["Sheets"][0].startswith("read: Hosted Service; left out: ")
+    at.button(key="ingest_package").click().run()
+    assert not at.error
+    hits = dashboard_workbench.linked_followups("globex", "Protection of Information at Rest")
+    assert [h.source for h in hits] == ["controls.xlsx › Hosted Service › SC-28"]

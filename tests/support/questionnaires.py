@@ -376,3 +376,53 @@ def statement_of_applicability(items: Sequence[Item], *, owner: str = "CISO") ->
                       f"Implemented by the {owner}'s programme." if item.answer == "Yes" else None,
                       None, owner, "2025-01-31"])
     return saved(workbook)
+
+
+SOA_MAPPING_HEADERS = ("ISO/IEC 27001:2013 Annex A Controls", "ISO/IEC 27001:2022 Clause Controls",
+                       "ISO/IEC 27001:2022 Clause Titles", "Control", "Applicable (N or Y)",
+                       "Controlled by 3rd Party", "3rd Party Name",
+                       "Selection Justification/Execution - Explanation",
+                       "Implemented (Full, Partial, Not at All)", "Justification for Exclusion")
+
+
+@dataclass(frozen=True)
+class MappedControl:
+    """One row of a statement of applicability that maps 2013 Annex A controls to 2022 ones."""
+
+    iso_2013: str  # "5.1.1", "NEW" for a control the 2022 edition added, or with a space
+    iso_2022: str  # "5.10"
+    title: str
+    control: str
+    applicable: str  # "Y" / "N"
+    justification: str = ""
+    third_party: str = ""  # a name when a third party controls it
+
+
+def soa_2013_2022(rows: Sequence[MappedControl], *, withdrawn: Sequence[str] = ()) -> bytes:
+    """An ISO 27001 statement of applicability as vendors publish the 2013 -> 2022 transition:
+    a document-version sheet first (title block and legend in column B), then sheet SOA with
+    its header in row 1 (the texts of SOA_MAPPING_HEADERS), one row per 2013 control mapped to
+    a 2022 clause (a 2022 id under several rows; "NEW" where 2013 had none), the 2022 id
+    stored as a number (so 5.10 is the number 5.1, shown by its format), the title "5.10:
+    ...", Y/N applicability, and withdrawn 2013 controls at the end with "N/A" for the
+    2022 id and nothing else."""
+    workbook = openpyxl.Workbook()
+    cover = workbook.active
+    cover.title = "Document Version"
+    cover["B2"] = "Statement of Applicability"
+    cover["B3"] = "Legend (for Selected Controls and Reasons for controls selection)"
+    cover["B5"], cover["D5"] = "Version Number:", "1.1"
+    sheet = workbook.create_sheet("SOA")
+    sheet.append(list(SOA_MAPPING_HEADERS))
+    for row in rows:
+        third = bool(row.third_party)
+        sheet.append([row.iso_2013, float(row.iso_2022), f"{row.iso_2022}: {row.title}",
+                      row.control, row.applicable, "Y" if third else None,
+                      row.third_party or None,
+                      row.justification or None if row.applicable == "Y" else None, None,
+                      None if row.applicable == "Y" else row.justification or None])
+        sheet.cell(sheet.max_row, 2).number_format = "0.00" if len(
+            row.iso_2022.split(".")[1]) == 2 else "0.0"
+    for iso_2013 in withdrawn:
+        sheet.append([iso_2013, "N/A"])
+    return saved(workbook)

@@ -1,10 +1,13 @@
 """Follow-up questionnaire rounds read and validated before anything is written: the bulk JSON
 payload, spreadsheets (.csv, .xlsx) of a standard questionnaire layout, of a `--columns`
-mapping or of criterion, question and answer columns, and VSAQ answer files.
+mapping, of criterion, question and answer columns or of a guessed layout, questionnaires
+published as PDFs, and VSAQ answer files.
 
 The modules, each importing only those above it: `payload` (the bulk payload, its validation
 and its records), `tables` (spreadsheet files opened, and a sheet's cells), `headers` and
 `headed_tables` (a table whose header row names its columns), `answers` (what a layout
-reader gives), `layouts` (the standard questionnaires), `mapping` (`--columns`), `vsaq`,
+reader gives), `layouts` (the standard questionnaires), `mapping` (`--columns`), `guess`
+(the layout of a table nobody described), `mapped_tables` (a mapped or guessed table over
+every sheet that has it), `vsaq`, `pdf_tables` (a questionnaire published as a PDF),
 `table_round` (a round from a spreadsheet) and `files` (round files read before any write).
 Callers import from the modules."""

@@ -5,7 +5,7 @@ rules every such reader shares (an answer joined with its explanation, an id ans
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from core.errors import UserInputError
 
@@ -30,6 +30,7 @@ class Layout:
     answer_label: str | None = None  # "Applicable" for a statement of applicability
     sheet_pattern: re.Pattern[str] | None = None  # a sheet this layout may be read from
     several_sheets: bool = False  # answers on every sheet with the header (HECVAT 4)
+    id_from: str | None = None  # a field whose "5.10: title" text gives the row's id
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class LayoutAnswer:
     extras: dict[str, str]
     criterion: str | None = None  # the linked criterion where the table names one, else
     # the question itself
+    by_sheet: bool = False  # the file answers this id on another sheet too
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class LayoutRead:
     sheets: list[str]
     answers: list[LayoutAnswer]
     notes: list[str]
+    left_out: list[tuple[str, str]] = field(default_factory=list)  # (sheet, why)
+    guessed: str | None = None  # the guessed mapping, as --columns takes it (letters)
 
 
 def row_place(sheet: str, row: int) -> str:
@@ -81,15 +85,32 @@ def joined_answer(answer: str, explanation: str, label: str | None) -> str:
     return f"{answer}{end} {explanation}"
 
 
+def one_per_id_per_sheet(answers: list[LayoutAnswer], notes: list[str]
+                         ) -> list[LayoutAnswer]:
+    """`one_per_id` within each sheet; an id answered on several sheets (an on-premises and
+    a hosted sheet) keeps each sheet's answer, marked so, told apart by its sheet."""
+    by_sheet: dict[str, list[LayoutAnswer]] = {}
+    for answer in answers:
+        by_sheet.setdefault(answer.sheet, []).append(answer)
+    kept = [a for sheet_answers in by_sheet.values() for a in one_per_id(sheet_answers, notes)]
+    sheets_of: dict[str, set[str]] = {}
+    for answer in kept:
+        sheets_of.setdefault(answer.questionnaire_id, set()).add(answer.sheet)
+    return [replace(a, by_sheet=True) if a.questionnaire_id and len(
+        sheets_of[a.questionnaire_id]) > 1 else a for a in kept]
+
+
 def one_per_id(answers: list[LayoutAnswer], notes: list[str]) -> list[LayoutAnswer]:
-    """An id answered twice alike is kept once; answered differently, the workbook is
-    refused: which answer is the vendor's cannot be told."""
-    seen: dict[str, LayoutAnswer] = {}
+    """A question of one id answered twice alike is kept once; answered differently, the
+    workbook is refused: which answer is the vendor's cannot be told. Several questions under
+    one id (a 2022 control mapped from several 2013 controls) are several answers."""
+    seen: dict[tuple[str, str], LayoutAnswer] = {}
     kept: list[LayoutAnswer] = []
     for answer in answers:
-        earlier = seen.get(answer.questionnaire_id)
+        key = (answer.questionnaire_id, answer.question)
+        earlier = seen.get(key)
         if earlier is None:
-            seen[answer.questionnaire_id] = answer
+            seen[key] = answer
             kept.append(answer)
         elif (earlier.answer, earlier.question) != (answer.answer, answer.question):
             raise UserInputError(

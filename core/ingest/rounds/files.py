@@ -4,14 +4,20 @@ them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from core.errors import UserInputError, shown_path
-from core.ingest import LoadedRound
+from core.ingest import LoadedRound, read_user_file
 from core.ingest.rounds.mapping import ColumnMapping
 from core.ingest.rounds.payload import load_payload_file
-from core.ingest.rounds.table_round import layout_round, load_spreadsheet_round
+from core.ingest.rounds.pdf_tables import read_pdf_questionnaire
+from core.ingest.rounds.table_round import (
+    SpreadsheetRound,
+    layout_round,
+    load_spreadsheet_round,
+)
 from core.ingest.rounds.tables import is_spreadsheet
 from core.ingest.rounds.vsaq import read_answers, read_vsaq
 from core.models import PayloadLimits, QuestionnairePayload
@@ -23,40 +29,77 @@ def load_json_rounds(files: Iterable[Path | str], limits: PayloadLimits
     return [load_payload_file(Path(f), limits=limits) for f in files]
 
 
+def _is_pdf(file: Path) -> bool:
+    return file.suffix.lower() == ".pdf"
+
+
+def _pdf_round(file: Path, limits: PayloadLimits, **given: Any) -> SpreadsheetRound:
+    """A questionnaire published as a PDF, read as a round; a PDF that is not one (or whose
+    table cannot be read) is refused in one sentence that says how to ingest it instead."""
+    name = shown_path(file)
+    data = read_user_file(file, max_bytes=limits.max_bytes, what="a questionnaire round")
+    found = read_pdf_questionnaire(name, data)
+    if found.read is None:
+        what = ("looks like a questionnaire, but its table cannot be read" if found.looks_like
+                else "holds no questionnaire's table")
+        raise UserInputError(
+            f"{name} {what} ({found.reason}); ingest it as a document with `evidence ingest "
+            "docs`, or ask the vendor for the questionnaire as an .xlsx workbook.")
+    return layout_round(name, found.read, limits=limits, **given)
+
+
 def load_rounds(files: Iterable[Path | str], limits: PayloadLimits, *,
                 vendor_id: str | None = None, round_number: int | None = None,
-                timestamp: str | None = None, columns: str | None = None) -> list[LoadedRound]:
-    """Every round file validated before any is written; the vendor, round, time and column
-    mapping apply to spreadsheets, and are refused for JSON rounds, which name their own."""
+                timestamp: str | None = None, columns: str | None = None,
+                sheets: Sequence[str] = ()) -> list[LoadedRound]:
+    """Every round file validated before any is written; the vendor, round, time, column
+    mapping and sheets apply to spreadsheets, and are refused for JSON rounds, which name
+    their own."""
     files = [Path(f) for f in files]
     vsaq = {f: answers for f in files if not is_spreadsheet(f)
             for answers in [read_answers(f)] if answers is not None}
-    sheets = [f for f in files if is_spreadsheet(f) or f in vsaq]
+    tables = [f for f in files if is_spreadsheet(f) or f in vsaq or _is_pdf(f)]
     mapping = ColumnMapping.parse(columns) if columns is not None else None
     given = [option for option, value in (("--vendor", vendor_id), ("--round", round_number),
-                                          ("--timestamp", timestamp), ("--columns", columns))
+                                          ("--timestamp", timestamp), ("--columns", columns),
+                                          ("--sheet", list(sheets) or None))
              if value is not None]
-    if not sheets and given:
+    if not tables and given:
         raise UserInputError(
             f"{' and '.join(given)} {'applies' if len(given) == 1 else 'apply'} only to "
             ".csv and .xlsx rounds and VSAQ answer files; a JSON round names its own vendor, "
             "round and time.")
-    if sheets and (vendor_id is None or round_number is None):
-        what = "a VSAQ answers file" if sheets[0] in vsaq else "a spreadsheet round"
+    if tables and (vendor_id is None or round_number is None):
+        what = ("a VSAQ answers file" if tables[0] in vsaq else "a questionnaire in a PDF"
+                if _is_pdf(tables[0]) else "a spreadsheet round")
         raise UserInputError(
-            f"{shown_path(sheets[0])} is {what}; give --vendor and --round "
+            f"{shown_path(tables[0])} is {what}; give --vendor and --round "
             "for it (and --timestamp for when it was answered, default now).")
     rounds = []
     for file in files:
         if is_spreadsheet(file):
             read = load_spreadsheet_round(file, vendor_id=vendor_id, round_number=round_number,
-                                          timestamp=timestamp, limits=limits, columns=mapping)
-            rounds.append(LoadedRound(read.payload, shown_path(file), list(read.notes)))
+                                          timestamp=timestamp, limits=limits, columns=mapping,
+                                          sheets=sheets)
+            rounds.append(LoadedRound(read.payload, shown_path(file), list(read.notes),
+                                      layout=read.layout or "criterion, question, answer table",
+                                      first_answers=read.preview(), sheets=read.sheets()))
+        elif _is_pdf(file):
+            read = _pdf_round(file, limits, vendor_id=vendor_id, round_number=round_number,
+                              timestamp=timestamp)
+            rounds.append(LoadedRound(read.payload, shown_path(file), list(read.notes),
+                                      layout=read.layout, first_answers=read.preview()))
         elif file in vsaq:
             read = layout_round(shown_path(file), read_vsaq(file, vsaq[file]),
                                 vendor_id=vendor_id, round_number=round_number,
                                 timestamp=timestamp, limits=limits)
-            rounds.append(LoadedRound(read.payload, shown_path(file), list(read.notes)))
+            rounds.append(LoadedRound(read.payload, shown_path(file), list(read.notes),
+                                      layout=read.layout, first_answers=read.preview()))
         else:
-            rounds.append(LoadedRound(load_payload_file(file, limits=limits), shown_path(file)))
+            payload = load_payload_file(file, limits=limits)
+            first = [{"row": i, "criterion": r.criterion_question_text,
+                      "question": r.question_text, "answer": r.answer_text}
+                     for i, r in enumerate(payload.responses[:3], 1)]
+            rounds.append(LoadedRound(payload, shown_path(file), layout="bulk payload",
+                                      first_answers=first))
     return rounds

@@ -28,14 +28,14 @@ from core.ingest.rounds.answers import (
 )
 from core.ingest.rounds.tables import HEADER_SEARCH_ROWS, Rows
 
-_CAIQ_ID = re.compile(r"^[A-Z&]{2,4}-\d{2}\.\d+$")
-_HECVAT_ID = re.compile(r"^[A-Z]{2,4}-\d{2}$")
-_SIG_ID = re.compile(r"^(?:[A-V](?:\.\d+){1,4}|\d+\.\d+\.\d+)$")
-_ISO_ID = re.compile(r"^(?:A\.?)?\d{1,2}(?:\.\d{1,2}){1,2}$")
+CAIQ_ID = re.compile(r"^[A-Z&]{2,4}-\d{2}\.\d+$")
+HECVAT_ID = re.compile(r"^[A-Z]{2,4}-\d{2}$")
+SIG_ID = re.compile(r"^(?:[A-V](?:\.\d+){1,4}|\d+\.\d+\.\d+)$")
+ISO_ID = re.compile(r"^(?:A\.?)?\d{1,2}(?:\.\d{1,2}){1,2}$")
 
 LAYOUTS: tuple[Layout, ...] = (
     Layout(
-        key="caiq-v4", family="CAIQ", id_pattern=_CAIQ_ID,
+        key="caiq-v4", family="CAIQ", id_pattern=CAIQ_ID,
         headers={
             "id": ("question id",),
             "question": ("question",),
@@ -54,7 +54,7 @@ LAYOUTS: tuple[Layout, ...] = (
                 "ccm_control_title", "ccm_domain"),
     ),
     Layout(
-        key="caiq-v3", family="CAIQ", id_pattern=_CAIQ_ID,
+        key="caiq-v3", family="CAIQ", id_pattern=CAIQ_ID,
         headers={
             "id": ("question id",),
             "question": ("consensus assessment questions",),
@@ -67,7 +67,7 @@ LAYOUTS: tuple[Layout, ...] = (
         choices=("yes", "no", "not applicable", "na", "n/a"),
     ),
     Layout(
-        key="hecvat-3", family="HECVAT", id_pattern=_HECVAT_ID,
+        key="hecvat-3", family="HECVAT", id_pattern=HECVAT_ID,
         headers={
             "answer": ("vendor answers", "vendor answer"),
             "explanation": ("additional information",),
@@ -77,7 +77,7 @@ LAYOUTS: tuple[Layout, ...] = (
         sheet_pattern=re.compile(r"^(HECVAT - (Full|Lite)|CoSN K-12CVAT)", re.IGNORECASE),
     ),
     Layout(
-        key="hecvat-4", family="HECVAT", id_pattern=_HECVAT_ID,
+        key="hecvat-4", family="HECVAT", id_pattern=HECVAT_ID,
         headers={
             "answer": ("answer",),
             "explanation": ("additional information",),
@@ -88,7 +88,7 @@ LAYOUTS: tuple[Layout, ...] = (
         several_sheets=True,
     ),
     Layout(
-        key="sig", family="SIG", id_pattern=_SIG_ID,
+        key="sig", family="SIG", id_pattern=SIG_ID,
         headers={
             "id": ("question original identifier", "ques num", "question number"),
             "question": ("question text", "question/request", "question"),
@@ -104,26 +104,84 @@ LAYOUTS: tuple[Layout, ...] = (
     ),
     Layout(
         key="iso27001-soa", family="ISO 27001 statement of applicability",
-        id_pattern=_ISO_ID,
+        id_pattern=ISO_ID,
         headers={
-            "id": ("control reference", "control number", "control id", "control ref",
+            # A statement mapping the 2013 Annex A to the 2022 controls is read by its 2022
+            # ids; the 2013 id is kept beside each answer.
+            "id": ("iso/iec 27001:2022 clause controls", "iso/iec 27001:2022 annex a controls",
+                   "iso/iec 27001:2022 controls", "iso/iec 27001:2022 control",
+                   "control reference", "control number", "control id", "control ref",
                    "control"),
-            "question": ("control title", "control name", "title"),
-            "answer": ("applicable (yes/no)", "applicability (yes/no)", "applicable",
-                       "applicability"),
+            "question": ("control title", "control name", "title", "control",
+                         "control description"),
+            "answer": ("applicable (yes/no)", "applicability (yes/no)", "applicable (n or y)",
+                       "applicable (y or n)", "applicable (y/n)", "applicable", "applicability"),
             "explanation": ("justification", "justification for inclusion",
                             "justification/implementation", "implementation summary",
-                            "justification for exclusion", "reason for exclusion",
-                            "remarks"),
-            "status": ("implementation status", "status", "implemented"),
+                            "selection justification/execution - explanation",
+                            "selection justification", "justification for exclusion",
+                            "reason for exclusion", "remarks"),
+            "status": ("implementation status", "status", "implemented",
+                       "implemented (full, partial, not at all)"),
             "owner": ("control owner", "owner"),
             "evidence": ("related document / evidence", "evidence"),
+            "control_title": ("iso/iec 27001:2022 clause titles",
+                              "iso/iec 27001:2022 control titles"),
+            "iso_2013": ("iso/iec 27001:2013 annex a controls", "iso/iec 27001:2013 controls",
+                         "iso/iec 27001:2013 control"),
+            "third_party": ("controlled by 3rd party", "controlled by third party"),
+            "third_party_name": ("3rd party name", "third party name"),
         },
         required=("id", "question", "answer"),
-        extras=("status", "owner", "evidence"),
+        extras=("status", "owner", "evidence", "control_title", "iso_2013", "third_party",
+                "third_party_name"),
         answer_label="Applicable",
+        # "5.10: Acceptable use ...": the id a title begins with is the one the reader sees
+        # (a 2022 id saved as a number reads 5.1 for 5.10).
+        id_from="control_title",
     ),
 )
+
+
+_TITLED_ID = re.compile(r"^\s*((?:A\.)?\d{1,2}(?:\.\d{1,2}){1,2})\s*:")
+_YES_NO = {"y": "Yes", "n": "No", "yes": "Yes", "no": "No"}
+_MARKED = {"y", "yes", "x", "true"}
+
+
+# What a vendor types into a Yes / No / Not Applicable column instead of an "x": the word is
+# the answer, whichever column it was typed in ("NO" in the Yes column is a no).
+_CHOICE_WORDS = {"yes": "Yes", "y": "Yes", "no": "No", "n": "No", "not": "Not Applicable",
+                 "na": "Not Applicable", "n/a": "Not Applicable",
+                 "not applicable": "Not Applicable"}
+_MARK_LENGTH = 3  # "x", "X", a tick: a mark; anything longer that is no answer word is a note
+
+
+def _chosen(grid: Rows, row: int, choices: dict[int, str]) -> tuple[str, list[str]]:
+    """The answer marked under Yes / No / Not Applicable sub-headers, and any note typed
+    into those columns instead of a mark."""
+    marked: list[str] = []
+    notes: list[str] = []
+    for column, label in choices.items():
+        text = grid.text(row, column)
+        if not text:
+            continue
+        word = _CHOICE_WORDS.get(" ".join(text.lower().split()))
+        if word is not None or len(text) <= _MARK_LENGTH:
+            answer = word or label
+            if answer not in marked:
+                marked.append(answer)
+        else:
+            notes.append(text)
+    return " / ".join(marked), notes
+
+
+def _third_party(text: str, extras: dict[str, str]) -> str:
+    """A statement of applicability's control run by a third party, said in its answer: a
+    reviewer reads who operates it ("Controlled by a third party: AWS.")."""
+    if extras.get("third_party", "").strip().lower() not in _MARKED:
+        return text
+    who = extras.get("third_party_name") or "yes"
+    return joined_answer(text, f"Controlled by a third party: {who}.", None)
 
 
 @dataclass(frozen=True)
@@ -206,18 +264,23 @@ def read_sheet(grid: Rows, layout: Layout, headers: list[_Header],
     for row, header in _rows(grid, layout, headers):
         columns = header.columns
         identifier = grid.text(row, columns["id"])
+        if layout.id_from and layout.id_from in columns:
+            titled = _TITLED_ID.match(grid.text(row, columns[layout.id_from]))
+            if titled and layout.id_pattern.match(titled.group(1)):
+                identifier = titled.group(1)
         if not layout.id_pattern.match(identifier):
             continue  # a section title, an instruction, a footer: not an answer
         question = grid.text(row, columns["question"])
+        noted: list[str] = []
         if header.choices:
-            marked = [label for column, label in header.choices.items()
-                      if grid.text(row, column)]
-            answer = " / ".join(marked)
+            answer, noted = _chosen(grid, row, header.choices)
         else:
             answer = grid.text(row, columns["answer"]) if "answer" in columns else ""
-        explanation = " ".join(
-            text for text in (grid.text(row, column) for name, column in columns.items()
-                              if name.startswith("explanation")) if text)
+        explanation = " ".join(dict.fromkeys(  # a text in two explanation columns once
+            text for text in [*(grid.text(row, column) for name, column in columns.items()
+                                if name.startswith("explanation")), *noted] if text))
+        if layout.answer_label:
+            answer = _YES_NO.get(answer.strip().lower(), answer)
         text = joined_answer(answer, explanation, layout.answer_label)
         if not question:
             raise UserInputError(
@@ -232,6 +295,7 @@ def read_sheet(grid: Rows, layout: Layout, headers: list[_Header],
                 value = grid.text(row, columns[name])
                 if value:
                     extras[name] = value
+        text = _third_party(text, extras)
         answers.append(LayoutAnswer(questionnaire_id=identifier, question=question,
                                     answer=text, sheet=grid.title, row=row, extras=extras))
     if unanswered:

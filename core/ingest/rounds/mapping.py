@@ -4,6 +4,7 @@ each field read from the columns named by letter or by header text, below the he
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.errors import UserInputError
@@ -14,7 +15,7 @@ from core.ingest.rounds.answers import (
     joined_answer,
     note_prefix,
     one_per_id,
-    row_place,
+    one_per_id_per_sheet,
 )
 from core.ingest.rounds.tables import HEADER_SEARCH_ROWS, Rows, header_key
 
@@ -56,6 +57,10 @@ class ColumnMapping:
                 "question=... and answer=....")
         return cls(fields)
 
+    def by_header(self) -> bool:
+        """True when a column is named by its header text, not by letter."""
+        return any(not _LETTERS.match(c) for cs in self.fields.values() for c in cs)
+
     def shown(self) -> str:
         """The mapping as `--columns` takes it."""
         return ",".join(f"{name}={'+'.join(columns)}" for name, columns in self.fields.items())
@@ -91,27 +96,39 @@ def _mapped_header_row(grid: Rows, mapping: ColumnMapping) -> int | None:
     return None
 
 
-def read_mapped(grid: Rows, mapping: ColumnMapping, layout_name: str) -> LayoutRead:
-    """The answers of one sheet read by a column mapping: below the header row, every row
-    with a question; its answer the mapped columns joined, its criterion the criterion
-    column's text or, without one, its question."""
+def _mapped_columns(grid: Rows, mapping: ColumnMapping, named_by: str = "that --columns names"
+                    ) -> tuple[int, dict[str, list[int]]] | str:
+    """The header row and each field's columns in one sheet, or why the sheet does not hold
+    the mapping (words that finish a sentence)."""
     header_row = _mapped_header_row(grid, mapping)
     if header_row is None:
         names = [c for cs in mapping.fields.values() for c in cs if not _LETTERS.match(c)]
-        what = (f"the headers {', '.join(names)} that --columns names" if names else
-                "a text in every column --columns names")
-        raise UserInputError(f"{note_prefix(grid.title).lower()}no row in the first "
-                             f"{HEADER_SEARCH_ROWS} holds {what}.")
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        return (f"no row in the first {HEADER_SEARCH_ROWS} holds the headers {shown} "
+                f"{named_by}" if names else f"no row in the first {HEADER_SEARCH_ROWS} holds a "
+                f"text in every column {named_by.removeprefix('that ')}")
     columns: dict[str, list[int]] = {}
     for name, wanted in mapping.fields.items():
         for column in wanted:
             number = _column_number(grid, header_row, column)
             if number is None:
                 found = [k for k in grid.row_keys(header_row, grid.max_column) if k]
-                raise UserInputError(
-                    f"{row_place(grid.title, header_row)}: no column is headed '{column}' "
-                    f"(headers found: {', '.join(found) or 'none'}).")
+                return (f"row {header_row} has no column headed '{column}' (headers found: "
+                        f"{', '.join(found) or 'none'})")
             columns.setdefault(name, []).append(number)
+    return header_row, columns
+
+
+def read_mapped(grid: Rows, mapping: ColumnMapping, layout_name: str,
+                id_pattern: re.Pattern[str] | None = None) -> LayoutRead:
+    """The answers of one sheet read by a column mapping: below the header row, every row
+    with a question (and, with `id_pattern`, an id of that shape: section titles and notes
+    between the questions are skipped); its answer the mapped columns joined, its criterion
+    the criterion column's text or, without one, its question."""
+    found = _mapped_columns(grid, mapping)
+    if isinstance(found, str):
+        raise UserInputError(f"{note_prefix(grid.title).lower()}{found}.")
+    header_row, columns = found
     notes: list[str] = []
     answers: list[LayoutAnswer] = []
     unanswered: list[int] = []
@@ -119,12 +136,14 @@ def read_mapped(grid: Rows, mapping: ColumnMapping, layout_name: str) -> LayoutR
         question = grid.text(row, columns["question"][0])
         if not question:
             continue
+        identifier = " ".join(grid.text(row, c) for c in columns.get("id", [])).strip()
+        if id_pattern is not None and not id_pattern.match(identifier):
+            continue
         parts = [grid.text(row, column) for column in columns["answer"]]
-        answer = joined_answer(parts[0], " ".join(p for p in parts[1:] if p), None)
+        answer = joined_parts(parts)
         if not answer:
             unanswered.append(row)
             continue
-        identifier = " ".join(grid.text(row, c) for c in columns.get("id", [])).strip()
         criterion = " ".join(grid.text(row, c) for c in columns.get("criterion", [])).strip()
         answers.append(LayoutAnswer(questionnaire_id=identifier, question=question,
                                     answer=answer, sheet=grid.title, row=row, extras={},
@@ -142,3 +161,43 @@ def read_mapped(grid: Rows, mapping: ColumnMapping, layout_name: str) -> LayoutR
         answers.sort(key=lambda a: a.row)
     return LayoutRead(layout=mapping_layout, name=layout_name, sheets=[grid.title],
                       answers=answers, notes=notes)
+
+
+def joined_parts(parts: list[str]) -> str:
+    """Mapped answer columns as one answer: 'Customer. Keys are rotated ...' (a status column
+    and the vendor's text; a repeated part once)."""
+    kept: list[str] = []
+    for part in parts:
+        if part and part not in kept:
+            kept.append(part)
+    text = ""
+    for part in kept:
+        text = joined_answer(text, part, None) if text else part
+    return text
+
+
+def read_mapped_sheets(grids: Sequence[Rows], mapping: ColumnMapping, layout_name: str, *,
+                       id_pattern: re.Pattern[str] | None = None,
+                       named_by: str = "that --columns names") -> LayoutRead:
+    """Every sheet that holds the mapping's columns, read by it; the others are left out,
+    each with why. An id answered on several sheets keeps each sheet's answer. Refused in one
+    sentence when no sheet holds them."""
+    reads: list[LayoutRead] = []
+    left_out: list[tuple[str, str]] = []
+    for grid in grids:
+        found = _mapped_columns(grid, mapping, named_by)
+        if isinstance(found, str):
+            left_out.append((grid.title, found))
+            continue
+        reads.append(read_mapped(grid, mapping, layout_name, id_pattern))
+    if not reads:
+        if len(left_out) == 1:
+            sheet, why = left_out[0]
+            raise UserInputError(f"{note_prefix(sheet).lower()}{why}.")
+        listed = "; ".join(f"{sheet}: {why}" for sheet, why in left_out)
+        raise UserInputError(f"no sheet holds the columns --columns names ({listed}).")
+    notes = [note for read in reads for note in read.notes]
+    answers = one_per_id_per_sheet([a for read in reads for a in read.answers], notes)
+    return LayoutRead(layout=reads[0].layout, name=layout_name,
+                      sheets=[read.sheets[0] for read in reads], answers=answers, notes=notes,
+                      left_out=left_out)

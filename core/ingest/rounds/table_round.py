@@ -9,11 +9,14 @@ can go and fix."""
 from __future__ import annotations
 
 import csv
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from dataclasses import field as dataclass_field
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -21,10 +24,18 @@ from core.errors import UserInputError
 from core.hashing import content_hash
 from core.ingest import read_user_file, refuse_too_large, shown_path
 from core.ingest.rounds.answers import LayoutRead
+from core.ingest.rounds.guess import NO_ID_COLUMN
 from core.ingest.rounds.headed_tables import read_table
 from core.ingest.rounds.headers import TableColumns, TableRow, TableSpec
 from core.ingest.rounds.layouts import read_layout, recognise
-from core.ingest.rounds.mapping import ColumnMapping, read_mapped
+from core.ingest.rounds.mapped_tables import (
+    guessed_table,
+    is_headed,
+    mapped_table,
+    no_guess_reason,
+    sheet_grids,
+)
+from core.ingest.rounds.mapping import ColumnMapping
 from core.ingest.rounds.payload import first_error, parse_payload
 from core.ingest.rounds.tables import (
     DELIMITERS,
@@ -32,13 +43,14 @@ from core.ingest.rounds.tables import (
     Grid,
     Rows,
     check_workbook_zip,
-    csv_error,
     csv_records,
     decode_csv,
     is_spreadsheet,
     read_workbook,
 )
 from core.models import PayloadLimits, QuestionnairePayload
+
+T = TypeVar("T")
 
 # A standard questionnaire is one round however many questions it answers (the SIG Core has
 # about 1,000); the round's answers are committed in one store write, which takes 5,461.
@@ -60,13 +72,24 @@ class SpreadsheetRound:
     notes: list[str]  # one sentence each: what was read differently from the cell as shown
     layout: str | None = None  # "CAIQ v4.0.3" for a standard questionnaire
     ids: list[str] | None = None  # each response's question id, for a standard one
+    sheets_read: list[str] = dataclass_field(default_factory=list)
+    left_out: list[tuple[str, str]] = dataclass_field(default_factory=list)  # (sheet, why)
 
     def preview(self) -> list[dict[str, Any]]:
         """One row per response, for people to check before the round is ingested."""
-        return [{**({"id": response.questionnaire_id} if self.ids else {}), "row": row,
-                 "criterion": response.criterion_question_text,
+        return [{**({"id": response.questionnaire_id} if self.ids else {}),
+                 **({"sheet": response.origin.sheet} if response.origin is not None
+                    and response.origin.sheet and len(self.sheets_read) > 1 else {}),
+                 "row": row, "criterion": response.criterion_question_text,
                  "question": response.question_text, "answer": response.answer_text}
                 for row, response in zip(self.rows, self.payload.responses, strict=True)]
+
+    def sheets(self) -> dict[str, Any] | None:
+        """The sheets read and those left out (with why), for a workbook; None for a CSV."""
+        if not self.sheets_read and not self.left_out:
+            return None
+        return {"read": self.sheets_read,
+                "left_out": [{"sheet": sheet, "why": why} for sheet, why in self.left_out]}
 
 
 def _round_too_many(where: str, count: int, first: int, last: int, most: int) -> str:
@@ -92,7 +115,7 @@ _PAYLOAD_FIELDS = {"criterion_question_text": "criterion", "question_text": "que
 _OPTIONS = {"vendor_id": "--vendor", "round_number": "--round", "timestamp": "--timestamp"}
 
 
-def _standard_layout(name: str, data: bytes) -> LayoutRead | None:
+def _standard_layout(name: str, data: bytes, sheets: Sequence[str] = ()) -> LayoutRead | None:
     """The answers of a standard questionnaire (CAIQ, HECVAT, SIG export, statement of
     applicability), or None for any other table. The first rows of each visible sheet are
     streamed to recognise a layout; only a workbook that has one is loaded whole (twice:
@@ -114,7 +137,7 @@ def _standard_layout(name: str, data: bytes) -> LayoutRead | None:
         try:
             heads = [Rows(sheet.title, list(islice(sheet.iter_rows(values_only=True),
                                                    HEADER_SEARCH_ROWS)))
-                     for sheet in streamed.worksheets if sheet.sheet_state == "visible"]
+                     for sheet in streamed.worksheets if _offered(sheet, sheets)]
         finally:
             streamed.close()
         recognised = recognise(heads)
@@ -123,8 +146,15 @@ def _standard_layout(name: str, data: bytes) -> LayoutRead | None:
         formulas = read_workbook(name, data, read_only=False)
         values = read_workbook(name, data, read_only=False, data_only=True)
         grids = [Grid(formulas[sheet.title], sheet) for sheet in values.worksheets
-                 if sheet.sheet_state == "visible"]
-        return read_layout(grids, [recognised[0]])
+                 if _offered(sheet, sheets)]
+        found = read_layout(grids, [recognised[0]])
+        if found is not None:
+            left = [(sheet.title, "hidden" if sheet.sheet_state != "visible" and not sheets
+                     else "not chosen with --sheet" if sheets and sheet.title not in sheets
+                     else f"no {found.name} header")
+                    for sheet in values.worksheets if sheet.title not in found.sheets]
+            found = replace(found, left_out=left)
+        return found
     except UserInputError as exc:
         message = str(exc)
         if not message.startswith(name):  # the layout reader names the sheet, not the file
@@ -132,43 +162,19 @@ def _standard_layout(name: str, data: bytes) -> LayoutRead | None:
         raise
 
 
-def _mapped_table(name: str, data: bytes, mapping: ColumnMapping) -> LayoutRead:
-    """A table of any layout read by `--columns`: a CSV file, or the sheet of a workbook
-    that holds the named headers (the only visible sheet, or one named Answers, when the
-    mapping gives letters alone)."""
-    label = f"a table mapped by --columns {mapping.shown()}"
-    try:
-        if Path(name).suffix.lower() == ".csv":
-            text = decode_csv(name, data)
-            delimiter = max(DELIMITERS, key=lambda d: text.split("\n", 1)[0].count(d))
-            try:
-                rows = list(csv_records(text, delimiter))
-            except csv.Error as exc:
-                raise csv_error(name, 1, exc) from None
-            return read_mapped(Rows("", rows), mapping, label)
-        check_workbook_zip(name, data)
-        formulas = read_workbook(name, data, read_only=False)
-        values = read_workbook(name, data, read_only=False, data_only=True)
-        grids = [Grid(formulas[sheet.title], sheet) for sheet in values.worksheets
-                 if sheet.sheet_state == "visible"]
-        if not grids:
-            raise UserInputError(f"{name} has no visible worksheet.")
-        named = [g for g in grids if g.title.strip().lower() == "answers"]
-        candidates = named or grids
-        problems = []
-        for grid in candidates:
-            try:
-                return read_mapped(grid, mapping, label)
-            except UserInputError as exc:
-                problems.append(str(exc))
-        raise UserInputError(problems[0] if len(candidates) == 1 else
-                             f"no sheet ({', '.join(g.title for g in candidates)}) holds the "
-                             f"columns --columns names: {problems[0]}")
-    except UserInputError as exc:
-        message = str(exc)
-        if not message.startswith(name):  # the layout reader names the sheet, not the file
-            raise UserInputError(f"{name}, {message}") from None
-        raise
+_PAGE = re.compile(r"^page (\d+)$")
+
+
+def pages_text(sheets: Sequence[str]) -> str:
+    """'pages 4 to 74' for the pages of a PDF a questionnaire was read from."""
+    numbers = sorted(int(_PAGE.match(s).group(1)) for s in sheets)  # type: ignore[union-attr]
+    return (f"page {numbers[0]}" if len(numbers) == 1 else
+            f"pages {numbers[0]} to {numbers[-1]}")
+
+
+def _offered(sheet: Any, sheets: Sequence[str]) -> bool:
+    """A sheet a reader looks at: one --sheet chose, else a visible one."""
+    return sheet.title in sheets if sheets else sheet.sheet_state == "visible"
 
 
 def layout_round(name: str, found: LayoutRead, *, vendor_id: str, round_number: int,
@@ -193,7 +199,7 @@ def layout_round(name: str, found: LayoutRead, *, vendor_id: str, round_number: 
                        "origin": {"file": file,
                                   "sheet": None if csv_file else answer.sheet or None,
                                   "row": answer.row or None, "layout": found.name,
-                                  "extras": answer.extras}}
+                                  "extras": answer.extras, "by_sheet": answer.by_sheet}}
                       for answer in found.answers],
     }
     where = f"{name} ({found.name})"
@@ -209,14 +215,36 @@ def layout_round(name: str, found: LayoutRead, *, vendor_id: str, round_number: 
               found.answers) else "each answer's criterion is the criterion column's text, "
               "or its question where that is blank")
     sheets = [sheet for sheet in found.sheets if sheet]
-    where = f"sheet(s) {', '.join(sheets)}" if sheets else "the file"
-    notes = [f"Read as {found.name}: {len(found.answers):,} answers from {where}; {linked}.",
+    where = (pages_text(sheets) if sheets and all(_PAGE.match(s) for s in sheets)
+             else f"sheet(s) {', '.join(sheets)}" if sheets else "the file")
+    read_as = found.name if found.guessed is None else "the guessed layout"
+    notes = [f"Read as {read_as}: {len(found.answers):,} answers from {where}; {linked}.",
              *found.notes]
     return SpreadsheetRound(payload=validated, sheet=", ".join(sheets) or None,
                             rows=[a.row or index for index, a in enumerate(found.answers, 1)],
                             notes=notes,
                             layout=found.name,
-                            ids=[a.questionnaire_id for a in found.answers])
+                            ids=[a.questionnaire_id for a in found.answers],
+                            sheets_read=sheets, left_out=list(found.left_out))
+
+
+def _grids(name: str, data: bytes, sheets: Sequence[str]
+           ) -> tuple[list[Rows], list[tuple[str, str]]]:
+    """The sheets a mapped or guessed table is read from, and the others with why."""
+    grids, others = _named(name, lambda: sheet_grids(name, data, sheets))
+    return grids, [(title, "not chosen with --sheet" if sheets else "hidden")
+                   for title in others]
+
+
+def _named(name: str, read: Callable[[], T]) -> T:
+    """`read()`, its refusal naming the file (a sheet reader names only the sheet)."""
+    try:
+        return read()
+    except UserInputError as exc:
+        message = str(exc)
+        if not message.startswith(name):
+            raise UserInputError(f"{name}, {message}") from None
+        raise
 
 
 def _translate_layout(exc: ValidationError, name: str, found: LayoutRead,
@@ -239,19 +267,37 @@ def _translate_layout(exc: ValidationError, name: str, found: LayoutRead,
 
 def spreadsheet_round(name: str, data: bytes, *, vendor_id: str, round_number: int,
                       timestamp: str | None, limits: PayloadLimits,
-                      columns: ColumnMapping | None = None) -> SpreadsheetRound:
+                      columns: ColumnMapping | None = None,
+                      sheets: Sequence[str] = ()) -> SpreadsheetRound:
     """Read one round from a .csv or .xlsx file's bytes and validate it as a JSON round is
     validated; a refusal names the file, sheet, row and column. A standard questionnaire
     (CAIQ, HECVAT, SIG export, statement of applicability) is read by its layout, a table
-    of any other layout by a column mapping (`--columns`)."""
+    of any other layout by a column mapping (`--columns`), a table headed criterion,
+    question and answer by those headers, and any other by a guessed mapping where the guess
+    is confident. `sheets` (--sheet) chooses the sheets a workbook is read from."""
     refuse_too_large(name, len(data), limits.max_bytes, "a questionnaire round")
+    kwargs: dict[str, Any] = {"vendor_id": vendor_id, "round_number": round_number,
+                              "timestamp": timestamp, "limits": limits}
     if columns is not None:
-        return layout_round(name, _mapped_table(name, data, columns), vendor_id=vendor_id,
-                             round_number=round_number, timestamp=timestamp, limits=limits)
-    found = _standard_layout(name, data) if is_spreadsheet(name) else None
+        grids, others = _grids(name, data, sheets)
+        return layout_round(name, _named(name, lambda: mapped_table(
+            name, grids, columns, chosen=bool(sheets), others=others)), **kwargs)
+    found = _standard_layout(name, data, sheets) if is_spreadsheet(name) else None
     if found is not None:
-        return layout_round(name, found, vendor_id=vendor_id, round_number=round_number,
-                             timestamp=timestamp, limits=limits)
+        return layout_round(name, found, **kwargs)
+    grids, others = _grids(name, data, sheets) if is_spreadsheet(name) else ([], [])
+    if grids and not is_headed(grids, _ROUND_SPEC):
+        guessed = _named(name, lambda: guessed_table(name, grids, others))
+        if isinstance(guessed, LayoutRead):
+            return layout_round(name, guessed, **kwargs)
+        # Ids found but no confident mapping: the refusal says what the guess lacked.
+        near = [g for g in guessed if not g.why.startswith(NO_ID_COLUMN)]
+        if near:
+            try:
+                read_table(name, data, _ROUND_SPEC, [])
+            except UserInputError as exc:
+                raise UserInputError(f"{str(exc).removesuffix('.')}; its layout could not be "
+                                     f"guessed ({no_guess_reason(near)}).") from None
     notes: list[str] = []
     spec = _ROUND_SPEC
     sheet, layout, rows = read_table(name, data, spec, notes)
@@ -312,9 +358,10 @@ def _translate(exc: ValidationError, layout: TableColumns, rows: list[TableRow],
 
 def load_spreadsheet_round(path: Path | str, *, vendor_id: str, round_number: int,
                            timestamp: str | None, limits: PayloadLimits,
-                           columns: ColumnMapping | None = None) -> SpreadsheetRound:
+                           columns: ColumnMapping | None = None,
+                           sheets: Sequence[str] = ()) -> SpreadsheetRound:
     """Read one round from a .csv or .xlsx file on disk; an oversized file is refused unread."""
     raw = read_user_file(Path(path), max_bytes=limits.max_bytes, what="a questionnaire round")
     return spreadsheet_round(shown_path(path), raw, vendor_id=vendor_id,
                              round_number=round_number, timestamp=timestamp, limits=limits,
-                             columns=columns)
+                             columns=columns, sheets=sheets)
