@@ -164,6 +164,13 @@ class Settings(BaseSettings):
     # unset, the operating system's user.
     reviewer: str | None = None
 
+    # A team's dashboard (docs/login.md): the access file mapping the identity provider's
+    # groups to roles and vendors, the ID-token claim holding a user's groups, and whether a
+    # dashboard without login may be served on an address other than the loopback one.
+    access_file: Path | None = None
+    groups_claim: str = "groups"
+    allow_anonymous: bool = False
+
     # Recorded benchmark results the dashboard shows.
     benchmark_results: Path = BENCHMARK_RESULTS_DIR
 
