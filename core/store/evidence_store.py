@@ -13,6 +13,7 @@ from core.config import Settings
 from core.errors import StoreError, UnknownVendorError, UserInputError
 from core.models import StoredRecord, is_valid_vendor_id
 from core.store import writes
+from core.store.audit_log import AuditLog
 from core.store.bindings import (
     PERSISTED_AT_EVERY_WRITE,
     persist_at_every_write,
@@ -112,6 +113,7 @@ class EvidenceStore:
         self._registry: VendorRegistry | None = None
         self._writing: dict[int, dict[str, None]] = {}
         self._registering = False
+        self._audit_log: AuditLog | None = None
 
     @property
     def location(self) -> str:
@@ -162,6 +164,14 @@ class EvidenceStore:
                 self._record_written(written)
             finally:
                 del self._writing[thread]
+
+    def audit_log(self) -> AuditLog:
+        """The store's audit log (core/store/audit_log.py): one store-wide collection, which
+        is no vendor's; made at its first entry, so reading it creates nothing."""
+        with self._lock:
+            if self._audit_log is None:
+                self._audit_log = AuditLog(self)
+            return self._audit_log
 
     # The register of vendors ---------------------------------------------------------
 
