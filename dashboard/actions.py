@@ -30,7 +30,7 @@ from core.reports import Progress, QuestionnaireIngestReport
 from core.review.conversation.models import AskTurn, ConversationSummary
 from core.review.llm.client import describe_missing
 from core.review.verdicts import Verdict, VerdictStatus
-from dashboard import resources, widgets
+from dashboard import auth, resources, widgets
 from dashboard.selection import Selection
 
 
@@ -38,9 +38,11 @@ def current_trace(chosen: Selection) -> RetrievalTrace:
     """The (cached) trace for the selection; a refusal or failure shows the error block and
     stops the page."""
     try:
-        return resources.retrieve(chosen.vendor_id, chosen.criterion, chosen.strategy)
+        trace = resources.retrieve(chosen.vendor_id, chosen.criterion, chosen.strategy)
     except EvidenceError as exc:
         widgets.stop_on_error(exc, "The retrieval failed")
+    auth.context_shown(trace.context)  # the page's view is recorded with it
+    return trace
 
 
 # Conversations are read fresh on every run: a turn asked in another session (or from the
@@ -58,7 +60,9 @@ def conversation_turns(vendor_id: str, conversation_id: str) -> list[AskTurn]:
 def ask(vendor_id: str, question: str, conversation_id: str | None) -> AskTurn:
     """Ask, with a spinner; the turn is stored before it is shown."""
     with st.spinner("Searching the evidence..."):
-        return resources.get_workbench().ask(vendor_id, question, conversation_id)
+        turn = resources.get_workbench().ask(vendor_id, question, conversation_id)
+    auth.record("ask", vendor=vendor_id, page="Ask the evidence", detail=question[:300])
+    return turn
 
 
 def rerun_unanchored(vendor_id: str, turn: AskTurn) -> AskTurn:
@@ -82,6 +86,9 @@ def ingest_rounds(rounds: Sequence[LoadedRound], progress: Progress | None = Non
     """Write rounds already read (with `replace`, as the whole of their one round); every
     cached view of the store is dropped after."""
     reports = ingest_loaded_rounds(resources.get_workbench(), rounds, progress, replace=replace)
+    for report in reports:
+        auth.record("ingest", vendor=report.vendor_id, page="Evidence library",
+                    detail=f"round {report.round_number}: {report.indexed_count} answers")
     resources.store_changed()
     return reports
 
@@ -113,6 +120,9 @@ def ingest_package(package: Package, progress: Progress | None = None) -> list[d
     """Write a package read by `read_package`; every cached view of the store is dropped
     after."""
     lines = write_package(resources.get_workbench().writer, package, progress)
+    auth.record("ingest", vendor=package.vendor_id, page="Evidence library",
+                detail=f"package of {len(package.files)} files: {len(package.documents)} "
+                       f"documents, {len(package.rounds)} rounds")
     st.session_state.pop("package_read", None)
     resources.store_changed()
     return lines

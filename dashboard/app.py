@@ -10,13 +10,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from any fol
 from core.errors import EvidenceError  # noqa: E402
 from core.installation import installation_problem  # noqa: E402
 from core.retrieval.strategies import DEFAULT_STRATEGY, STRATEGIES  # noqa: E402
-from dashboard import first_start, resources  # noqa: E402
+from dashboard import auth, first_start, resources  # noqa: E402
 
 st.set_page_config(page_title="Evidence precedence workbench", layout="wide")
 if problem := installation_problem():  # another distribution's `core` beside ours
     st.error(problem)
     st.stop()
 views = Path(__file__).parent / "views"
+CRITERION_PAGES = {"Criterion overview", "Precedence tiers", "Boosted vs unboosted",
+                   "Round progression", "LLM context"}
 
 
 def read_store(read):
@@ -29,17 +31,34 @@ def read_store(read):
         st.stop()
 
 
+team = read_store(auth.gate)  # the login page, or who is in and what they may see
+
 if read_store(lambda: first_start.sample_indexing(resources.get_workbench())) is not None:
     # First start on an empty store: one page shows the indexing until the store is ready.
     st.navigation([st.Page(views / "first_start.py", title="Indexing the sample data",
                            icon=":material/hourglass_top:")]).run()
     st.stop()
 
-vendors = read_store(resources.vendor_ids)
+vendors = auth.visible(read_store(resources.vendor_ids))
+asked = st.query_params.get("vendor")
+if asked is not None:  # a link to one vendor: /?vendor=acme
+    del st.query_params["vendor"]
+    if asked in vendors:
+        st.session_state["vendor"] = asked
+    elif team is not None:
+        auth.refuse_vendor(asked, page="link")
+if team is not None and st.session_state.get("vendor") not in (None, *vendors):
+    auth.refuse_vendor(st.session_state.pop("vendor"), page="session")  # no longer theirs
 with st.sidebar:
     st.markdown("### Evidence precedence")
+    if team is not None:
+        st.caption(f"Signed in as {team.identity} ({team.rights.top_role or 'no role'})")
+        st.button("Log out", key="logout", on_click=auth.log_out)
     if vendors:
         st.selectbox("Vendor", vendors, key="vendor")
+    elif team is not None and not team.rights.roles:
+        st.info("Your groups give you no vendor: ask an admin to add one of them to the "
+                "access file.")
     else:
         st.info("No vendor yet: upload evidence in the Evidence library.")
     vendor = st.session_state.get("vendor")
@@ -98,6 +117,15 @@ page = st.navigation({
     ],
     "Store": [
         st.Page(views / "library.py", title="Evidence library", icon=":material/folder_open:"),
+        *([st.Page(views / "audit.py", title="Audit log", icon=":material/policy:")]
+          if team is not None and auth.may("audit") else []),
     ],
 })
-read_store(page.run)  # a page's own errors are its own; this catches what none of them do
+auth.begin_page()
+try:
+    read_store(page.run)  # a page's own errors are its own; this catches what none of them do
+finally:
+    criterion_page = page.title in CRITERION_PAGES
+    auth.record_view(page.title, st.session_state.get("vendor"),
+                     st.session_state.get("criterion") if criterion_page else None,
+                     st.session_state.get("strategy") if criterion_page else None)

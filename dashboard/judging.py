@@ -15,7 +15,7 @@ from core.errors import EvidenceError
 from core.models import Candidate, FollowupHit
 from core.outputs.relevance import GRADE_LABELS, GRADES, Judgment, Judgments, excerpt_sha, judge
 from core.trace.context import evidence_source
-from dashboard import resources, widgets
+from dashboard import auth, resources, widgets
 from dashboard.selection import Selection
 from dashboard.text import plain
 
@@ -77,9 +77,12 @@ def record_grade(vendor_id: str, criterion: str, excerpt: Excerpt, key: str) -> 
         return
     try:
         judge(resources.get_workbench().store, vendor_id, criterion, excerpt.id, excerpt.text,
-              grade, source=excerpt.source)
+              grade, source=excerpt.source, reviewer=auth.identity() or "")
     except EvidenceError as exc:
         state[REFUSED_KEY] = widgets.error_sentence(exc, "The grade was not recorded")
+        return
+    auth.record("judge", vendor=vendor_id, criterion=criterion,
+                detail=f"grade {grade} for {excerpt.source or excerpt.id}")
 
 
 def judged_count(shown: Sequence[Excerpt], graded: dict[str, int]) -> int:
@@ -91,6 +94,8 @@ def judge_excerpts(chosen: Selection, excerpts: Sequence[Excerpt], *, page: str,
     """The section "Judge these excerpts": each excerpt with its text and its grade, set with
     one click. `about` says which excerpts the page lists."""
     shown = list({e.id: e for e in excerpts}.values())
+    if not auth.may("judge", chosen.vendor_id):
+        return  # grading is a reviewer's: a viewer reads the page without the grade buttons
     with st.expander(TITLE):
         if not shown:
             st.markdown("This page shows no excerpt to judge for this criterion and strategy.")

@@ -236,7 +236,8 @@ def sample_workbench_on(request, kind: str, sample_store: Path, tmp_path: Path,
 
 # The test files that take longest, longest first. With two workers taking one file at a
 # time, a long file started last kept one worker busy for minutes while the other idled.
-LONGEST_FIRST = ("test_browser.py", "test_faults.py", "test_programme_pages.py", "test_bench.py",
+LONGEST_FIRST = ("test_browser.py", "test_team_login.py", "test_faults.py",
+                 "test_programme_pages.py", "test_bench.py",
                  "test_conversation_properties.py", "test_integration_real_model.py",
                  "test_onnx_embedding.py", "test_cli.py", "test_concurrency.py",
                  "test_races.py", "test_server_path.py", "test_fault_stress.py",

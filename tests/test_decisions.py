@@ -221,6 +221,7 @@ def test_the_commands_decide_and_list_as_the_contract_writes(reviewed, capfd, mo
             "decided_at", "strategy", "context_sha256", "state"} <= set(printed)
     assert (printed["status"], printed["reviewer"], printed["state"]) == ("waived", "Lee",
                                                                         "current")
+    assert err == "evidence: note: recorded as Lee (given with --reviewer).\n"
     reviewed.ingest_questionnaire(round_payload(4, [response(
         "Is stored data encrypted?", "No. Legacy tiers still use AES-128.", AES)]))
     code, out, err = run_main(capfd, "--store", store, "decisions", "--vendor", "acme",
@@ -238,6 +239,15 @@ def test_the_commands_decide_and_list_as_the_contract_writes(reviewed, capfd, mo
 
 
 # Two reviewers at once, and a process killed at the write -------------------------------
+    monkeypatch.setenv("USER", "ops")  # the operating system's user, as getpass reads it
+    monkeypatch.delenv("LOGNAME", raising=False)
+    code, out, err = run_main(capfd, "--store", store, "decide", "--vendor", "acme",
+                              "--criterion", LOGS, "--status", "met", clear=True)
+    assert code == 0, err
+    assert json.loads(out)["reviewer"] == "ops"
+    assert err == ("evidence: note: recorded as ops (the operating system's user; name "
+                   "another with --reviewer or EVIDENCE_REVIEWER).\n")
+
 
 def decide_together(workbench: Workbench, other: Workbench) -> None:
     barrier = threading.Barrier(2)

@@ -201,9 +201,14 @@ def decide(
     from core.retrieval.strategies import get_strategy
 
     get_strategy(strategy)
-    view = _workbench(ctx).decide(  # every input is checked before anything is read
+    workbench = _workbench(ctx)
+    view = workbench.decide(  # every input is checked before anything is read
         vendor, _utf8_argument("--criterion", criterion), status, strategy=strategy,
         note=note, until=until, reviewer=reviewer)
+    how = ("given with --reviewer" if reviewer else "EVIDENCE_REVIEWER"
+           if workbench.settings.reviewer else
+           "the operating system's user; name another with --reviewer or EVIDENCE_REVIEWER")
+    print(f"evidence: note: recorded as {view.reviewer} ({how}).", file=sys.stderr)
     _emit(view.to_json_dict(history=False))
 
 

@@ -75,6 +75,7 @@ class Judgment(BaseModel):
     grade: int
     judged_by: Judge = "person"
     judged_at: str = ""
+    reviewer: str = ""  # who graded it: a team dashboard's login identity, else unnamed
 
 
 def _record_id(j: Judgment) -> str:
@@ -115,13 +116,15 @@ class Judgments:
 
 
 def judge(store: EvidenceStore, vendor_id: str, criterion: str, excerpt_id: str, text: str,
-          grade: int, *, source: str = "", judged_by: Judge = "person") -> Judgment:
-    """Record one grade for one excerpt of a criterion's retrieval."""
+          grade: int, *, source: str = "", judged_by: Judge = "person",
+          reviewer: str = "") -> Judgment:
+    """Record one grade for one excerpt of a criterion's retrieval (by `reviewer`, where the
+    dashboard knows who is logged in)."""
     text_criterion = check_criterion(criterion)
     judgment = Judgment(vendor_id=vendor_id, criterion=text_criterion,
                         criterion_hash=criterion_hash(text_criterion),
                         excerpt_sha=excerpt_sha(text), excerpt_id=excerpt_id, source=source,
-                        grade=check_grade(grade), judged_by=judged_by)
+                        grade=check_grade(grade), judged_by=judged_by, reviewer=reviewer)
     Judgments(store, vendor_id).save([judgment])
     return judgment
 

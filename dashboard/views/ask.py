@@ -14,7 +14,7 @@ from core.review.conversation.answer import standing
 from core.review.conversation.models import AnswerEvidence, AskTurn, ConversationSummary
 from core.trace.analysis import move_label
 from core.trace.context import response_date, source_label
-from dashboard import actions, widgets
+from dashboard import actions, auth, widgets
 from dashboard.selection import selected_vendor
 from dashboard.text import minute_utc, plain
 
@@ -201,6 +201,9 @@ def render() -> None:
                             "search query, no anchor boost)")
                 st.dataframe(anchoring_moves(latest, unanchored), hide_index=True)
 
+    if not auth.may("ask", vendor_id):
+        st.caption("Asking needs the reviewer role; yours may read the conversations held.")
+        return
     question = st.chat_input("Ask about this vendor's evidence", key="ask_input")
     if question:
         try:

@@ -13,7 +13,7 @@ from core.models import RetrievalTrace
 from core.review.llm.client import LLMError
 from core.review.verdicts import NO_VERDICT, Verdict, VerdictStatus
 from core.trace.analysis import ContextEntry, context_map, kind_label
-from dashboard import actions, resources, widgets
+from dashboard import actions, auth, resources, widgets
 from dashboard.selection import Selection, selection
 from dashboard.text import minute_utc, plain, rounds_label
 
@@ -164,11 +164,15 @@ def show_assessment(chosen: Selection) -> None:
     missing = actions.llm_missing()
     if missing:
         st.info(missing)
-    if st.button("Assess", key="context_assess", type="primary", disabled=missing is not None,
+    if not auth.may("assess", chosen.vendor_id):
+        st.caption("Assessing needs the reviewer role; yours may read the verdicts given.")
+    elif st.button("Assess", key="context_assess", type="primary", disabled=missing is not None,
                  help="Send the prompt below to the configured language model; a prompt it "
                       "already answered is read back instead of sent again."):
         try:
             verdict = actions.assess(chosen.vendor_id, chosen.criterion, chosen.strategy)
+            auth.record("assess", vendor=chosen.vendor_id, criterion=chosen.criterion,
+                        strategy=chosen.strategy, detail=verdict.verdict)
             st.success(outcome_text(verdict))
         except LLMError as exc:
             st.error(str(exc))

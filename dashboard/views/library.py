@@ -25,7 +25,7 @@ from core.ingest.uploads import (
 from core.reports import Progress, QuestionnaireIngestReport, VendorStatus
 from core.trace.analysis import kind_label
 from core.workbench import Workbench
-from dashboard import actions, charts, resources, widgets
+from dashboard import actions, auth, charts, resources, widgets
 from dashboard.selection import selected_vendor
 from dashboard.text import minute_utc, plain
 
@@ -160,16 +160,29 @@ def show_document_upload(workbench: Workbench, vendor: str | None) -> None:
     files = st.file_uploader("Documents (.md, .txt, .pdf, .docx, .html, .htm)",
                              type=["md", "txt", "pdf", "docx", "html", "htm"],
                              accept_multiple_files=True, key="upload_documents")
-    if st.button("Ingest the documents", key="ingest_documents", disabled=not files):
+    if (st.button("Ingest the documents", key="ingest_documents", disabled=not files)
+            and may_ingest([vendor_id.strip()])):
         report = run_ingest("Ingesting documents:", lambda show: ingest_uploaded_documents(
             workbench, vendor_id.strip(), [(f.name, f.getvalue()) for f in files or []],
             doc_type, round_number, show))
         if report is not None:
+            auth.record("ingest", vendor=report.vendor_id, page="Evidence library",
+                        detail=f"{len(report.documents)} documents, "
+                               f"{report.chunks_written} chunks written")
             finish("documents", f"{report.vendor_id}, {report.type}: "
                    + "; ".join(f"{d.source} {d.status} ({chunks_text(d.chunks)})"
                                for d in report.documents)
                    + f". {chunks_text(report.chunks_written)} written.")
     show_outcome("documents")
+
+
+def may_ingest(vendor_ids: Sequence[str]) -> bool:
+    """Whether this user may write evidence for every one of these vendors (an admin's right
+    in a team's dashboard); a refusal is shown and recorded."""
+    return all(auth.refuse_action("ingest", vendor,
+                                  f"You may not ingest evidence for vendor '{vendor}': that "
+                                  "needs the admin role on it.")
+               for vendor in dict.fromkeys(vendor_ids))
 
 
 def responses_text(count: int) -> str:
@@ -318,10 +331,15 @@ def show_round_upload(workbench: Workbench, vendor: str | None,
     uploads = [(f.name, f.getvalue()) for f in files or []]
     if not any(is_spreadsheet(name) for name, _ in uploads):
         replace = replace_box(rounds_named(uploads))
-        if st.button("Ingest the rounds", key="ingest_questionnaires", disabled=not uploads):
+        if (st.button("Ingest the rounds", key="ingest_questionnaires", disabled=not uploads)
+                and may_ingest([v for v, _ in rounds_named(uploads)])):
             reports = run_ingest("Ingesting rounds:", lambda show: ingest_uploaded_questionnaires(
                 workbench, uploads, show, replace=replace))
             if reports is not None:
+                for report in reports:
+                    auth.record("ingest", vendor=report.vendor_id, page="Evidence library",
+                                detail=f"round {report.round_number}: "
+                                       f"{report.indexed_count} answers")
                 finish("rounds", rounds_outcome(reports))
         show_outcome("rounds")
         return
@@ -338,7 +356,8 @@ def show_round_upload(workbench: Workbench, vendor: str | None,
     replace = replace_box(list(dict.fromkeys(
         (r.payload.vendor_id, r.payload.round_number) for r in rounds)))
     show_preview(rounds, statuses, replace=replace)
-    if st.button(ingest_label(rounds), key="ingest_spreadsheet_rounds", type="primary"):
+    if (st.button(ingest_label(rounds), key="ingest_spreadsheet_rounds", type="primary")
+            and may_ingest([r.payload.vendor_id for r in rounds])):
         reports = run_ingest("Ingesting rounds:",
                              lambda show: actions.ingest_rounds(rounds, show, replace=replace))
         if reports is not None:
@@ -452,8 +471,9 @@ def show_package_upload(vendor: str | None) -> None:
     usable = len(package.documents) + len(package.rounds)
     label = (f"Ingest the package: {len(package.documents)} documents and "
              f"{len(package.rounds)} rounds for vendor {package.vendor_id}")
-    if st.button(label, key="ingest_package", type="primary",
-                 disabled=not usable or bool(unreadable and not skip)):
+    if (st.button(label, key="ingest_package", type="primary",
+                  disabled=not usable or bool(unreadable and not skip))
+            and may_ingest([package.vendor_id])):
         lines = run_ingest("Ingesting the package:",
                            lambda show: actions.ingest_package(package, show))
         if lines is not None:
@@ -521,6 +541,9 @@ def show_browser(workbench: Workbench, statuses: Sequence[VendorStatus],
     chosen_type = type_filter.selectbox("Type", ["all types", *types], key="library_type",
                                         format_func=lambda t: t if t == "all types"
                                         else kind_label(t))
+    if contains and st.session_state.get("_searched") != (browse_vendor, contains):
+        st.session_state["_searched"] = (browse_vendor, contains)
+        auth.record("search", vendor=browse_vendor, page="Evidence library", detail=contains)
     chunks = workbench.browse_chunks(
         browse_vendor, contains=contains or None,
         doc_type=None if chosen_type == "all types" else chosen_type)
@@ -544,12 +567,16 @@ def render() -> None:
     widgets.header("Evidence library", vendor)
     if vendor is None:
         st.caption("No vendor selected in the sidebar.")
-    statuses = resources.vendor_statuses()
+    visible = set(auth.visible([s.vendor_id for s in resources.vendor_statuses()]))
+    statuses = [s for s in resources.vendor_statuses() if s.vendor_id in visible]
     workbench = resources.get_workbench()
     show_counts(workbench, statuses)
-    show_document_upload(workbench, vendor)
-    show_round_upload(workbench, vendor, statuses)
-    show_package_upload(vendor)
+    if auth.may("ingest"):
+        show_document_upload(workbench, vendor)
+        show_round_upload(workbench, vendor, statuses)
+        show_package_upload(vendor)
+    else:
+        st.caption("Uploading evidence needs the admin role; yours may read what is stored.")
     show_browser(workbench, statuses, vendor)
 
 

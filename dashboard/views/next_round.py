@@ -12,7 +12,7 @@ from core.config import MAX_ROUND_NUMBER
 from core.criteria import check_question
 from core.errors import EvidenceError, UserInputError
 from core.outputs.draft import DraftFormat, DraftRow
-from dashboard import actions, resources, widgets
+from dashboard import actions, auth, resources, widgets
 from dashboard.selection import selected_vendor
 from dashboard.text import plain, rounds_label
 
@@ -89,7 +89,9 @@ def show_downloads(chosen: Sequence[DraftRow], vendor_id: str, round_number: int
         with column:
             st.download_button(label, data, file_name=file_name(vendor_id, round_number, fmt),
                                mime=mime, key=f"next_round_download_{fmt}",
-                               icon=":material/download:", on_click="ignore",
+                               icon=":material/download:",
+                               on_click=auth.on_download(
+                                   "export", vendor_id, f"round {round_number} draft as {fmt}"),
                                disabled=not chosen or problem is not None)
             if problem:
                 st.error(problem)

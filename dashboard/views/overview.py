@@ -23,7 +23,7 @@ from core.review.decisions import (
 )
 from core.trace.analysis import kind_label
 from core.trace.context import excerpt_label, response_date
-from dashboard import actions, charts, judging, resources, widgets
+from dashboard import actions, auth, charts, judging, resources, widgets
 from dashboard.selection import Selection, selection
 from dashboard.text import plain
 from dashboard.views.decisions import show_contradictions, show_history, show_state
@@ -185,10 +185,13 @@ def record_decision(chosen: Selection) -> None:
         view = resources.get_workbench().decide(
             chosen.vendor_id, chosen.criterion, status, strategy=chosen.strategy,
             note=state.get("decision_note"), until=until.isoformat() if until else None,
-            reviewer=state.get("decision_reviewer") or "")
+            reviewer=auth.identity() or state.get("decision_reviewer") or "")
     except EvidenceError as exc:
         state[REFUSED_KEY] = widgets.error_sentence(exc, "The decision was not recorded")
         return
+    auth.record("decide", vendor=chosen.vendor_id, criterion=chosen.criterion,
+                strategy=chosen.strategy, context_sha256=view.context_sha256,
+                detail=f"{status}" + (f" until {view.until}" if view.until else ""))
     resources.decisions_changed()
     state[RECORDED_KEY] = view.decided_at
     state["decision_status"] = None
@@ -205,8 +208,12 @@ def decision_form(chosen: Selection) -> None:
                       format="YYYY-MM-DD", help="The last day the waiver holds.")
     st.text_area("Note", key="decision_note", height=90, max_chars=MAX_NOTE_CHARS,
                  placeholder="Why, in your words")
-    st.text_input("Reviewer", key="decision_reviewer", max_chars=MAX_REVIEWER_CHARS,
-                  value=default_reviewer(resources.get_workbench().settings.reviewer))
+    who = auth.identity()
+    if who is None:  # one person's tool: the name is theirs to give
+        st.text_input("Reviewer", key="decision_reviewer", max_chars=MAX_REVIEWER_CHARS,
+                      value=default_reviewer(resources.get_workbench().settings.reviewer))
+    else:
+        st.caption(f"Recorded as {who}, the identity you logged in with.")
     st.button("Record decision", key="decision_record", type="primary",
               disabled=status is None, on_click=record_decision, args=(chosen,),
               help=f"Recorded on the {chosen.strategy} strategy's context as it is now, with "
@@ -234,7 +241,11 @@ def show_decision(chosen: Selection, trace: RetrievalTrace) -> None:
             with st.expander(f"History ({count} decision{'' if count == 1 else 's'})"):
                 show_history(view, key="overview_decision_history")
     with form:
-        decision_form(chosen)
+        if auth.may("decide", chosen.vendor_id):
+            decision_form(chosen)
+        else:
+            st.caption("Your role (viewer) may read the evidence and its decisions; deciding "
+                       "needs the reviewer role.")
 
 
 def render() -> None:

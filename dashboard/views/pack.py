@@ -10,7 +10,7 @@ import streamlit as st
 from core.errors import EvidenceError
 from core.outputs.report import EvidencePack, ReportFormat
 from core.retrieval.strategies import DEFAULT_STRATEGY
-from dashboard import actions, resources, widgets
+from dashboard import actions, auth, resources, widgets
 from dashboard.selection import selected_vendor
 from dashboard.text import plain, rounds_label
 
@@ -90,7 +90,8 @@ def render() -> None:
             st.download_button(label, actions.pack_file(pack, fmt),
                                file_name=file_name(pack, fmt), mime=mime,
                                key=f"pack_download_{fmt}", icon=":material/download:",
-                               on_click="ignore")
+                               on_click=auth.on_download("export", pack.vendor_id,
+                                                         f"evidence pack as {fmt}"))
 
     table = pack_table(pack)
     st.dataframe(table, hide_index=True, key="pack_table",
