@@ -161,12 +161,6 @@ def refuse_vendor(vendor_id: str, *, page: str | None = None) -> None:
     st.stop()
 
 
-def check_vendor(vendor_id: str | None, *, page: str | None = None) -> None:
-    """Stop the page when this user may not see the vendor (reached by URL or session)."""
-    if vendor_id is not None and current() is not None and not may("read", vendor_id):
-        refuse_vendor(vendor_id, page=page)
-
-
 def refuse_action(action: str, vendor_id: str | None, sentence: str) -> bool:
     """False, with the refusal recorded and shown, when this user may not do `action`."""
     if may(action, vendor_id):

@@ -567,8 +567,9 @@ def render() -> None:
     widgets.header("Evidence library", vendor)
     if vendor is None:
         st.caption("No vendor selected in the sidebar.")
-    visible = set(auth.visible([s.vendor_id for s in resources.vendor_statuses()]))
-    statuses = [s for s in resources.vendor_statuses() if s.vendor_id in visible]
+    every = resources.vendor_statuses()
+    visible = set(auth.visible([s.vendor_id for s in every]))
+    statuses = [s for s in every if s.vendor_id in visible]
     workbench = resources.get_workbench()
     show_counts(workbench, statuses)
     if auth.may("ingest"):

@@ -118,7 +118,7 @@ def _id_column(grid: Rows) -> tuple[int, int] | NoGuess:
     first: dict[int, int] = {}
     for row in range(1, last + 1):
         for column in range(1, min(grid.max_column, 30) + 1):
-            if ID_SHAPE.match(_text(grid, row, column)):
+            if ID_SHAPE.match(grid.text_or_blank(row, column)):
                 counts[column] += 1
                 first.setdefault(column, row)
     usable = [(count, -column) for column, count in counts.items()
@@ -129,17 +129,10 @@ def _id_column(grid: Rows) -> tuple[int, int] | NoGuess:
     return -negative, first[-negative]
 
 
-def _text(grid: Rows, row: int, column: int) -> str:
-    try:
-        return grid.text(row, column)
-    except Exception:  # a formula without a stored value: not a cell the guess can read
-        return ""
-
-
 def _header_row(grid: Rows, id_column: int, first_id: int) -> int | None:
     """The row above the first id that names at least two columns, the id's among them."""
     for row in range(first_id - 1, max(0, first_id - 6), -1):
-        texts = [_text(grid, row, c) for c in range(1, grid.max_column + 1)]
+        texts = [grid.text_or_blank(row, c) for c in range(1, grid.max_column + 1)]
         named = [t for t in texts if t and len(t) <= 120]
         if len(named) >= 2 and texts[id_column - 1] and not ID_SHAPE.match(
                 texts[id_column - 1]):
@@ -148,7 +141,7 @@ def _header_row(grid: Rows, id_column: int, first_id: int) -> int | None:
 
 
 def _profile(grid: Rows, column: int, header: str, rows: list[int]) -> _Column:
-    values = [_text(grid, row, column) for row in rows]
+    values = [grid.text_or_blank(row, column) for row in rows]
     filled = [v for v in values if v]
     lengths = [len(v) for v in filled]
     distinct = {v.lower() for v in filled}
@@ -176,15 +169,14 @@ def guess_sheet(grid: Rows) -> Guess | NoGuess:
     if header_row is None:
         return NoGuess(grid.title, f"no header row names the columns above the first id (row "
                                    f"{first_id}, column {get_column_letter(id_column)})")
-    rows = [row for row in range(header_row + 1,
-                                 min(grid.max_row, header_row + PROFILE_ROWS) + 1)
-            if ID_SHAPE.match(_text(grid, row, id_column))]
-    filled_ids = sum(bool(_text(grid, row, id_column)) for row in
-                     range(header_row + 1, min(grid.max_row, header_row + PROFILE_ROWS) + 1))
+    below = {row: grid.text_or_blank(row, id_column)
+             for row in range(header_row + 1, min(grid.max_row, header_row + PROFILE_ROWS) + 1)}
+    rows = [row for row, text in below.items() if ID_SHAPE.match(text)]
+    filled_ids = sum(bool(text) for text in below.values())
     if len(rows) < MIN_IDS or len(rows) < ID_SHARE * filled_ids:
         return NoGuess(grid.title, f"column {get_column_letter(id_column)} holds ids in only "
                                    f"{len(rows)} of its {filled_ids} filled rows")
-    columns = [_profile(grid, number, _text(grid, header_row, number), rows)
+    columns = [_profile(grid, number, grid.text_or_blank(header_row, number), rows)
                for number in range(1, grid.max_column + 1) if number != id_column]
     columns = [c for c in columns if c.filled > 0 and c.header and not c.marks]
     keys = {c.number: header_key(c.header) for c in columns}
@@ -209,7 +201,7 @@ def guess_sheet(grid: Rows) -> Guess | NoGuess:
     if not answers:
         return NoGuess(grid.title, f"no column right of the question ({question.letter}, "
                                    f"{question.header}) holds an answer")
-    id_header = " ".join(_text(grid, header_row, id_column).split())
+    id_header = " ".join(grid.text_or_blank(header_row, id_column).split())
     chosen = {"id": [(get_column_letter(id_column), id_header)],
               "question": [(question.letter, question.header)],
               "answer": [(c.letter, c.header) for c in answers]}

@@ -65,21 +65,12 @@ def is_headed(grids: Sequence[Rows], spec: TableSpec) -> bool:
         if grid.title.strip().lower() in spec.sheet_names:
             return True
         for row in range(1, grid.max_row + 1):
-            texts = [grid.text(row, c) if _readable(grid, row, c) else ""
-                     for c in range(1, grid.max_column + 1)]
+            texts = [grid.text_or_blank(row, c) for c in range(1, grid.max_column + 1)]
             if any(texts):
                 if has_columns(texts, spec):
                     return True
                 break
     return False
-
-
-def _readable(grid: Rows, row: int, column: int) -> bool:
-    try:
-        grid.text(row, column)
-    except UserInputError:
-        return False
-    return True
 
 
 def mapped_table(name: str, grids: Sequence[Rows], mapping: ColumnMapping,

@@ -119,16 +119,12 @@ def _mapped_columns(grid: Rows, mapping: ColumnMapping, named_by: str = "that --
     return header_row, columns
 
 
-def read_mapped(grid: Rows, mapping: ColumnMapping, layout_name: str,
-                id_pattern: re.Pattern[str] | None = None) -> LayoutRead:
-    """The answers of one sheet read by a column mapping: below the header row, every row
-    with a question (and, with `id_pattern`, an id of that shape: section titles and notes
-    between the questions are skipped); its answer the mapped columns joined, its criterion
-    the criterion column's text or, without one, its question."""
-    found = _mapped_columns(grid, mapping)
-    if isinstance(found, str):
-        raise UserInputError(f"{note_prefix(grid.title).lower()}{found}.")
-    header_row, columns = found
+def _read_sheet(grid: Rows, header_row: int, columns: dict[str, list[int]], layout_name: str,
+                id_pattern: re.Pattern[str] | None) -> LayoutRead:
+    """The answers of one sheet under its mapped header row: every row with a question (and,
+    with `id_pattern`, an id of that shape: section titles and notes between the questions
+    are skipped); its answer the mapped columns joined, its criterion the criterion column's
+    text or, without one, its question."""
     notes: list[str] = []
     answers: list[LayoutAnswer] = []
     unanswered: list[int] = []
@@ -189,7 +185,7 @@ def read_mapped_sheets(grids: Sequence[Rows], mapping: ColumnMapping, layout_nam
         if isinstance(found, str):
             left_out.append((grid.title, found))
             continue
-        reads.append(read_mapped(grid, mapping, layout_name, id_pattern))
+        reads.append(_read_sheet(grid, *found, layout_name, id_pattern))
     if not reads:
         if len(left_out) == 1:
             sheet, why = left_out[0]

@@ -115,11 +115,13 @@ _PAYLOAD_FIELDS = {"criterion_question_text": "criterion", "question_text": "que
 _OPTIONS = {"vendor_id": "--vendor", "round_number": "--round", "timestamp": "--timestamp"}
 
 
-def _standard_layout(name: str, data: bytes, sheets: Sequence[str] = ()) -> LayoutRead | None:
+def _standard_layout(name: str, data: bytes, sheets: Sequence[str] = ()
+                     ) -> tuple[LayoutRead | None, list[Rows] | None]:
     """The answers of a standard questionnaire (CAIQ, HECVAT, SIG export, statement of
-    applicability), or None for any other table. The first rows of each visible sheet are
-    streamed to recognise a layout; only a workbook that has one is loaded whole (twice:
-    its formulas, and the values stored with them)."""
+    applicability), or None for any other table; and for a workbook, the first rows of each
+    sheet offered, streamed to recognise a layout (the other readers look at them too). Only
+    a workbook that has a layout is loaded whole (twice: its formulas, and the values stored
+    with them)."""
     try:
         if Path(name).suffix.lower() == ".csv":
             text = decode_csv(name, data)
@@ -130,8 +132,8 @@ def _standard_layout(name: str, data: bytes, sheets: Sequence[str] = ()) -> Layo
                     continue
                 found = read_layout([Rows("", rows)])
                 if found is not None:
-                    return found
-            return None
+                    return found, None
+            return None, None
         check_workbook_zip(name, data)
         streamed = read_workbook(name, data, read_only=True, data_only=True)
         try:
@@ -142,7 +144,7 @@ def _standard_layout(name: str, data: bytes, sheets: Sequence[str] = ()) -> Layo
             streamed.close()
         recognised = recognise(heads)
         if recognised is None:
-            return None
+            return None, heads
         formulas = read_workbook(name, data, read_only=False)
         values = read_workbook(name, data, read_only=False, data_only=True)
         grids = [Grid(formulas[sheet.title], sheet) for sheet in values.worksheets
@@ -154,7 +156,7 @@ def _standard_layout(name: str, data: bytes, sheets: Sequence[str] = ()) -> Layo
                      else f"no {found.name} header")
                     for sheet in values.worksheets if sheet.title not in found.sheets]
             found = replace(found, left_out=left)
-        return found
+        return found, heads
     except UserInputError as exc:
         message = str(exc)
         if not message.startswith(name):  # the layout reader names the sheet, not the file
@@ -228,6 +230,19 @@ def layout_round(name: str, found: LayoutRead, *, vendor_id: str, round_number: 
                             sheets_read=sheets, left_out=list(found.left_out))
 
 
+def _headed(name: str, data: bytes, sheets: Sequence[str], heads: list[Rows] | None) -> bool:
+    """Whether the table is read by its criterion, question and answer headers rather than
+    guessed: decided on a workbook's streamed first rows where they hold each sheet's first
+    non-blank row; else (a CSV file, a sheet blank that far down) on the whole table. A
+    table with nothing to look at goes to the headed reader, which says why."""
+    if heads is not None and (is_headed(heads, _ROUND_SPEC) or all(
+            any(head.text_or_blank(row, column) for row in range(1, head.max_row + 1)
+                for column in range(1, head.max_column + 1)) for head in heads)):
+        return is_headed(heads, _ROUND_SPEC)
+    grids, _others = _grids(name, data, sheets)
+    return not grids or is_headed(grids, _ROUND_SPEC)
+
+
 def _grids(name: str, data: bytes, sheets: Sequence[str]
            ) -> tuple[list[Rows], list[tuple[str, str]]]:
     """The sheets a mapped or guessed table is read from, and the others with why."""
@@ -282,11 +297,11 @@ def spreadsheet_round(name: str, data: bytes, *, vendor_id: str, round_number: i
         grids, others = _grids(name, data, sheets)
         return layout_round(name, _named(name, lambda: mapped_table(
             name, grids, columns, chosen=bool(sheets), others=others)), **kwargs)
-    found = _standard_layout(name, data, sheets) if is_spreadsheet(name) else None
+    found, heads = _standard_layout(name, data, sheets) if is_spreadsheet(name) else (None, None)
     if found is not None:
         return layout_round(name, found, **kwargs)
-    grids, others = _grids(name, data, sheets) if is_spreadsheet(name) else ([], [])
-    if grids and not is_headed(grids, _ROUND_SPEC):
+    if is_spreadsheet(name) and not _headed(name, data, sheets, heads):
+        grids, others = _grids(name, data, sheets)
         guessed = _named(name, lambda: guessed_table(name, grids, others))
         if isinstance(guessed, LayoutRead):
             return layout_round(name, guessed, **kwargs)

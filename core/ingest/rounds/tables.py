@@ -173,6 +173,14 @@ class Rows:
     def text(self, row: int, column: int) -> str:
         return cell_text(self.value(row, column))
 
+    def text_or_blank(self, row: int, column: int) -> str:
+        """The cell's text, or "" for a cell that cannot be read (a formula without a stored
+        value): for a reader that only looks, such as a layout's guess."""
+        try:
+            return self.text(row, column)
+        except UserInputError:
+            return ""
+
     def row_keys(self, row: int, width: int) -> list[str]:
         return [header_key(self.value(row, column)) for column in range(1, width + 1)]
 
