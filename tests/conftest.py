@@ -247,3 +247,24 @@ LONGEST_FIRST = ("test_browser.py", "test_team_login.py", "test_faults.py",
 def pytest_collection_modifyitems(config, items):
     rank = {name: at for at, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files whole
+
+
+# Debian's headless Chromium, driven by Playwright (Playwright's own browser builds are
+# downloaded at run time, which this machine cannot do); one per test module.
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.fail("Debian's chromium is not installed: `make test` installs it "
+                    "(apt-get install chromium).")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()

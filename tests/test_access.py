@@ -9,23 +9,13 @@ import pytest
 
 from core.access import AccessPolicy, groups_of
 from core.errors import UserInputError
+from tests.support.oidc import TEAM_ACCESS
 from tests.support.sentences import one_sentence
 
-ACCESS = """\
-[groups.acme-reviewers]
-role = "reviewer"
-vendors = ["acme"]
-
-[groups.northwind-viewers]
-role = "viewer"
-vendors = ["northwind"]
-
+# The login tests' access file, with a group that may read every vendor.
+ACCESS = TEAM_ACCESS + """
 [groups.auditors]
 role = "viewer"
-vendors = ["*"]
-
-[groups.workbench-admins]
-role = "admin"
 vendors = ["*"]
 """
 

@@ -23,7 +23,6 @@ from tests.support.bench_results import write_results
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
-CHROMIUM = Path("/usr/bin/chromium")
 TYPED_CRITERION = "Does the vendor rotate its encryption keys at least once a year?"
 ARTIFACTS = REPO / "tests" / "artifacts"
 # How long a step of the page may take before the test calls it hung. No test here measures
@@ -31,9 +30,6 @@ ARTIFACTS = REPO / "tests" / "artifacts"
 # processes keep busy, indexing and drawing take several times longer, and a page waited for
 # 3 minutes was still drawing its charts.
 WAIT_MS = 900_000
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
 
 
 @contextlib.contextmanager
@@ -81,19 +77,6 @@ def dashboard_url(tmp_path_factory):
     """The app started the way the README starts it, on a fresh empty store."""
     with _dashboard(tmp_path_factory.mktemp("browser")) as served:
         yield served
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        pytest.fail("Debian's chromium is not installed: `make test` installs it "
-                    "(apt-get install chromium).")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 def _main_text(page) -> str:

@@ -32,7 +32,7 @@ from tests.support.oidc import (
     streamlit_app,
     team_dashboard,
 )
-from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+from tests.test_browser import ARTIFACTS
 
 pytestmark = pytest.mark.browser
 
@@ -56,19 +56,6 @@ else:
     if st.button("Log in"):
         st.login()
 """
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        pytest.fail("Debian's chromium is not installed: `make test` installs it "
-                    "(apt-get install chromium).")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")
