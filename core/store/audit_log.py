@@ -23,16 +23,13 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, date, datetime, time, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from core.config import MAX_CRITERION_CHARS
 from core.errors import StoreError, UserInputError
 from core.models import is_valid_vendor_id
 from core.store import writes
 from core.store.bindings import PERSISTED_AT_EVERY_WRITE
-
-if TYPE_CHECKING:
-    from core.store.evidence_store import EvidenceStore
 
 AUDIT_COLLECTION = "workbench__audit"
 AUDIT_VERSION = 1
@@ -219,18 +216,28 @@ def checked_fields(user: object, action: object, **given: object) -> dict[str, A
     return found
 
 
-class AuditLog:
-    """The store's audit log: `append` an entry, read `entries`, `verify` the chain."""
+class CollectionOpener(Protocol):
+    """Opens one of the store's collections by name: made when `create`, else None when the
+    store has none of that name."""
 
-    def __init__(self, store: EvidenceStore) -> None:
-        self.store = store
+    def __call__(self, name: str, *, create: bool, **options: Any) -> Any | None: ...
+
+
+class AuditLog:
+    """The store's audit log: `append` an entry, read `entries`, `verify` the chain. It is
+    given what it needs of the store, a collection opener and the store's place in words,
+    not the store itself."""
+
+    def __init__(self, open_collection: CollectionOpener, location: str) -> None:
+        self._open = open_collection
+        self.location = location
         self._handle: Any = None
 
     def _collection(self, *, create: bool) -> Any | None:
         """The log's collection, made when `create`; None for a log never written (reading
         one creates nothing). Collections are never deleted, so a handle found stays good."""
         if self._handle is None:
-            self._handle = self.store._collection(
+            self._handle = self._open(
                 AUDIT_COLLECTION, create=create,
                 metadata={"purpose": "audit log", "audit_version": AUDIT_VERSION},
                 configuration={"hnsw": PERSISTED_AT_EVERY_WRITE})
@@ -266,7 +273,7 @@ class AuditLog:
             head = ((seq, str(metadata.get("hash", ""))) if metadata is not None
                     else self._head(collection))
         raise StoreError(
-            f"Could not append to the audit log of the {self.store.location}: other writers "
+            f"Could not append to the audit log of the {self.location}: other writers "
             f"took each of the next {APPEND_ATTEMPTS} entries first; try again.")
 
     def _head(self, collection: Any) -> tuple[int, str] | None:

@@ -170,7 +170,7 @@ class EvidenceStore:
         is no vendor's; made at its first entry, so reading it creates nothing."""
         with self._lock:
             if self._audit_log is None:
-                self._audit_log = AuditLog(self)
+                self._audit_log = AuditLog(self._collection, self.location)
             return self._audit_log
 
     # The register of vendors ---------------------------------------------------------
