@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.models import FOLLOWUP_SOURCE_TYPE, Candidate, FollowupHit
-from core.review.contradictions import Contradiction, find_contradictions, leading_yes_no
+from core.review.claims import leading_yes_no
+from core.review.contradictions import Contradiction, find_contradictions
 from tests.conftest import AES_CRITERION
 
 ROTATION = "How often are encryption keys rotated?"
