@@ -8,6 +8,7 @@ and its records), `tables` (spreadsheet files opened, and a sheet's cells), `hea
 `headed_tables` (a table whose header row names its columns), `answers` (what a layout
 reader gives), `layouts` (the standard questionnaires), `mapping` (`--columns`), `guess`
 (the layout of a table nobody described), `mapped_tables` (a mapped or guessed table over
-every sheet that has it), `vsaq`, `pdf_tables` (a questionnaire published as a PDF),
-`table_round` (a round from a spreadsheet) and `files` (round files read before any write).
+every sheet that has it), `vsaq`, `pdf_rows` (a table's rows read off a PDF's words and ruling
+lines), `pdf_tables` (a questionnaire published as a PDF), `table_round` (a round from a
+spreadsheet) and `files` (round files read before any write).
 Callers import from the modules."""
