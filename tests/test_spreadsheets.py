@@ -115,8 +115,9 @@ def test_xlsx_round_becomes_the_bulk_payload_with_rows_and_notes():
     ["  CRITERION ", "Question", "ANSWER"],
     ["criterion_question_text", "question_text", "answer_text"],
     ["Criterion Question  Text", "question   text", "Answer_Text"],
+    ["Criterion*", "Question *", "Answer*"],
 ])
-def test_headers_are_found_whatever_their_case_spacing_or_underscores(header):
+def test_headers_are_found_whatever_their_case_spacing_underscores_or_trailing_asterisk(header):
     round_ = read("round_2.csv", csv_bytes([header, ["C", "Q", "A"]]))
     assert responses(round_) == [("C", "Q", "A")]
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from openpyxl.utils import get_column_letter
 
 from core.errors import UserInputError
+from core.ingest.rounds.tables import header_key
 
 COLUMNS_HINT = "--columns (for example --columns id=A,question=B,answer=C+E)"
 
@@ -24,10 +25,6 @@ class TableSpec:
     sheet_names: tuple[str, ...]  # a sheet of one of these names is read, whatever else
     max_rows: int
     too_many: Callable[[str, int, int, int, int], str]  # (where, count, first, last, max)
-
-
-def _header_key(value: str) -> str:
-    return " ".join(value.replace("_", " ").lower().split())
 
 
 @dataclass(frozen=True)
@@ -50,7 +47,7 @@ def _find_columns(headers: Sequence[str], spec: TableSpec) -> dict[str, list[int
     """field -> every column whose header names it."""
     found: dict[str, list[int]] = {}
     for index, header in enumerate(headers):
-        key = _header_key(header)
+        key = header_key(header)
         for field, names in spec.fields.items():
             if key in names:
                 found.setdefault(field, []).append(index)
@@ -134,7 +131,7 @@ def collect_rows(layout: TableColumns, records: Iterable[tuple[int, Sequence[obj
                 unmapped_only.append(number)
             continue
         if all(index < len(values) and isinstance(values[index], str)
-               and _header_key(values[index]) == _header_key(layout.headers[index])
+               and header_key(values[index]) == header_key(layout.headers[index])
                for index in layout.columns.values()):
             # Two files pasted into one: the second's header read as an answer otherwise.
             raise UserInputError(
