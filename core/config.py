@@ -184,6 +184,8 @@ class Settings(BaseSettings):
     write_lock_wait_s: float = Field(900.0, ge=0.0, le=86400.0)
     write_lease_s: float = Field(60.0, ge=1.0, le=3600.0)
     # Ingestion.
+    # Documents in time: a current report whose period ended longer ago than this is stale.
+    stale_after_days: int = Field(365, ge=1, le=36500)
     chunk_size: int = Field(1000, ge=100)
     chunk_overlap: int = Field(150, ge=0)
     max_responses_per_round: int = Field(MAX_RESPONSES_PER_ROUND, ge=1)

@@ -265,6 +265,78 @@ class LaterAnswer(BaseModel):
     answered_at: str = Field(description="the newest answer's timestamp, as the round gave it")
 
 
+DocumentKind = Literal["policy", "report", "certificate", "letter", "questionnaire_page",
+                       "other"]
+Opinion = Literal["unmodified", "qualified", "adverse", "disclaimer"]
+# What dates a document's place in its series, in the order they are asked (CONTRACT.md).
+DATE_BASES = ("period_end", "as_of", "reviewed_on", "received_at")
+
+
+class DocumentFacts(BaseModel):
+    """What a document says of itself, read from its text at ingest: its kind, title, issuer,
+    the standard it attests to, its scope and its dates (ISO dates; None where the text states
+    none), and for an auditor's report its opinion and the matters it names."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: DocumentKind = "other"
+    title: str | None = None
+    issuer: str | None = Field(None, description="the audit firm or certification body; "
+                                                 "'the vendor' for its own documents")
+    family: str | None = Field(None, description="the standard or kind of report it is: "
+                                                 "'SOC 2 Type II', 'ISO/IEC 27001', ...")
+    scope: str | None = None
+    period_start: str | None = None
+    period_end: str | None = None
+    as_of: str | None = None
+    valid_until: str | None = None
+    version: str | None = None
+    effective_on: str | None = None
+    reviewed_on: str | None = None
+    opinion: Opinion | None = None
+    matters: list[str] = Field(default_factory=list)
+
+    @property
+    def stated_date(self) -> tuple[str, str] | None:
+        """(the date that places the document in its series, which field it is) from its own
+        text: the period's end, else its date, else its review; None when it states none."""
+        for basis in DATE_BASES[:-1]:
+            value = getattr(self, basis)
+            if value:
+                return value, basis
+        return None
+
+
+class LaterVersion(BaseModel):
+    """The current version of the series a superseded document belongs to."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    date: str | None = Field(None, description="the current version's date (ISO)")
+
+
+class DocumentStanding(BaseModel):
+    """Where a document version stands in time, as an excerpt of it is labelled: its kind and
+    date, whether its text states that date, whether it is its series' current version, and
+    whether it went stale."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: DocumentKind = "other"
+    title: str | None = None
+    series: str
+    date: str = Field(description="the date that orders the series (ISO)")
+    date_basis: str = Field(description="period_end, as_of, reviewed_on or received_at")
+    date_stated: bool
+    period_start: str | None = None
+    period_end: str | None = None
+    valid_until: str | None = None
+    current: bool = True
+    earlier_versions: int = Field(0, description="versions of its series older than it")
+    stale: str | None = None
+
+
 class CurrentAnswer(BaseModel):
     """A criterion's newest answer: the vendor's position now."""
 
@@ -326,7 +398,14 @@ class Candidate(BaseModel):
                           "later round answered it; None for the newest and for documents")
     brought_in: str | None = Field(
         None, description="why an excerpt no search ranked is here: the id of the earlier "
-                          "answer it is the newest answer for")
+                          "answer it is the newest answer for, or of the superseded "
+                          "document's excerpt it is the current version for")
+    later_version: LaterVersion | None = Field(
+        None, description="for an excerpt of a superseded document: its series' current "
+                          "version; None for a current document and for answers")
+    document: DocumentStanding | None = Field(
+        None, description="for a document's excerpt: its kind, date and standing in its "
+                          "series")
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @property

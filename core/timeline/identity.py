@@ -1,0 +1,338 @@
+"""What a document is: its kind, the title it gives itself, the standard it attests to, its
+scope and who issued it, read from its text (its first page first) and, failing that, from its
+file name."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import PurePosixPath
+
+from core.models import DocumentKind
+
+# The standards a report, certificate or letter attests to, most specific first: the first
+# that the document's opening names is its family.
+_FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern, re.IGNORECASE)) for name, pattern in (
+        ("WebTrust for CAs - SSL Baseline", r"webtrust.{0,120}?(?:ssl|tls)[\s\u00a0]+baseline|"
+                                            r"baseline[\s\u00a0]+requirements.{0,60}webtrust"),
+        ("WebTrust for CAs - Network Security", r"webtrust.{0,120}?network[\s\u00a0]+security"),
+        ("WebTrust for CAs - Extended Validation", r"webtrust.{0,120}?extended[\s\u00a0]+"
+                                                   r"validation|webtrust.{0,40}\bEV\b"),
+        ("WebTrust for CAs - Code Signing", r"webtrust.{0,120}?code[\s\u00a0]+signing"),
+        ("WebTrust for CAs - S/MIME", r"webtrust.{0,120}?s/mime"),
+        ("WebTrust for CAs", r"webtrust"),
+        ("ETSI EN 319 411", r"\bETSI[\s\u00a0]+EN[\s\u00a0]+319[\s\u00a0]+41[13]"),
+        ("key ceremony", r"key[\s\u00a0]+(?:generation[\s\u00a0]+)?ceremony"),
+        ("bridge letter", r"\b(?:bridge|gap)[\s\u00a0]+letter\b"),
+        ("SOC 1", r"\bSOC[\s\u00a0]*1\b|\bSOC[\s\u00a0]+for[\s\u00a0]+service[\s\u00a0]+"
+                  r"organi[sz]ations:?[\s\u00a0]+ICFR"),
+        ("SOC 3", r"\bSOC[\s\u00a0]*3\b|service[\s\u00a0]+organi[sz]ation[\s\u00a0]+control"
+                  r"[\s\u00a0]+(?:\(soc\)[\s\u00a0]+)?3\b"),
+        ("SOC 2", r"\bSOC[\s\u00a0]*2\b|service[\s\u00a0]+organi[sz]ation[\s\u00a0]+control"
+                  r"[\s\u00a0]+(?:\(soc\)[\s\u00a0]+)?2\b|trust[\s\u00a0]+services[\s\u00a0]+"
+                  r"(?:principles|criteria)"),
+        ("ISO/IEC 27701", r"\bISO(?:/IEC)?[\s\u00a0]*27701\b"),
+        ("ISO/IEC 27018", r"\bISO(?:/IEC)?[\s\u00a0]*27018\b"),
+        ("ISO/IEC 27017", r"\bISO(?:/IEC)?[\s\u00a0]*27017\b"),
+        ("ISO/IEC 27001", r"\bISO(?:/IEC)?[\s\u00a0]*27001\b"),
+        ("ISO 22301", r"\bISO[\s\u00a0]*22301\b"),
+        ("ISO/IEC 20000-1", r"\bISO(?:/IEC)?[\s\u00a0]*20000\b"),
+        ("ISO 9001", r"\bISO[\s\u00a0]*9001\b"),
+        ("PCI DSS", r"\bPCI[\s\u00a0]*DSS\b|attestation[\s\u00a0]+of[\s\u00a0]+compliance"),
+        ("CSA STAR", r"\bCSA[\s\u00a0]+STAR\b|\bSTAR[\s\u00a0]+(?:certification|attestation)"),
+        ("Cyber Essentials Plus", r"cyber[\s\u00a0]+essentials[\s\u00a0]+plus"),
+        ("Cyber Essentials", r"cyber[\s\u00a0]+essentials"),
+        ("HITRUST", r"\bHITRUST\b"),
+        ("FedRAMP", r"\bFedRAMP\b"),
+        ("TISAX", r"\bTISAX\b"),
+        ("BSI C5", r"\bC5[\s\u00a0]+(?:attestation|report|type)|cloud[\s\u00a0]+computing"
+                   r"[\s\u00a0]+compliance[\s\u00a0]+criteria[\s\u00a0]+catalogue"),
+        ("penetration test", r"penetration[\s\u00a0]+test|\bpen[\s\u00a0-]?test"),
+    ))
+_SOC_TYPE = re.compile(r"\btype[\s\u00a0]*(1|2|I{1,2})\b", re.IGNORECASE)
+
+_REPORT_WORDS = re.compile(
+    r"\breport\b|\bSOC[\s\u00a0]*[123]\b|service[\s\u00a0]+organi[sz]ation[\s\u00a0]+control|"
+    r"independent[\s\u00a0]+(?:service[\s\u00a0]+)?auditor|accountants?['\u2019]?s?[\s\u00a0]+"
+    r"report|webtrust|attestation[\s\u00a0]+report|assurance[\s\u00a0]+report|"
+    r"penetration[\s\u00a0]+test|key[\s\u00a0]+(?:generation[\s\u00a0]+)?ceremony|"
+    r"examination[\s\u00a0]+report|audit[\s\u00a0]+report", re.IGNORECASE)
+_CERTIFICATE_WORDS = re.compile(r"\bcertificate\b|\bcertif(?:y|ies)[\s\u00a0]+that\b|"
+                                r"\bcertificate[\s\u00a0]+(?:number|no\.?|of[\s\u00a0]+"
+                                r"registration)|\bregistration[\s\u00a0]+(?:number|no\.?)",
+                                re.IGNORECASE)
+_CERTIFIES = re.compile(r"\b(?:this[\s\u00a0]+is[\s\u00a0]+to[\s\u00a0]+certify|certif(?:y|ies)"
+                        r"[\s\u00a0]+that|has[\s\u00a0]+been[\s\u00a0]+(?:assessed|audited|"
+                        r"certified|registered)|is[\s\u00a0]+certified|certificate[\s\u00a0]+"
+                        r"(?:number|no\.?)|valid[\s\u00a0]+until|expiry[\s\u00a0]+date|"
+                        r"date[\s\u00a0]+of[\s\u00a0]+expiry|expiration[\s\u00a0]+date)",
+                        re.IGNORECASE)
+_LETTER_WORDS = re.compile(r"\b(?:bridge|gap|comfort|authori[sz]ation|attestation|engagement|"
+                           r"representation)[\s\u00a0]+letter\b|^[\s\u00a0]*dear[\s\u00a0]+",
+                           re.IGNORECASE | re.MULTILINE)
+_LETTER_CLOSE = re.compile(r"^[\s\u00a0]*(?:sincerely|regards|best[\s\u00a0]+regards|"
+                           r"respectfully|yours[\s\u00a0]+(?:truly|faithfully|sincerely))\b",
+                           re.IGNORECASE | re.MULTILINE)
+_POLICY_WORDS = re.compile(r"\bpolic(?:y|ies)\b|\bprocedures?\b|\bstandard\b|\bplan\b|"
+                           r"\bprogram(?:me)?\b|\bhandbook\b|\bcharter\b|\bguidelines?\b",
+                           re.IGNORECASE)
+_POLICY_MARKS = re.compile(r"^[\s#*|]*(?:purpose|scope|roles[\s\u00a0]+and[\s\u00a0]+"
+                           r"responsibilities|policy[\s\u00a0]+statement|enforcement|"
+                           r"revision[\s\u00a0]+history|document[\s\u00a0]+control|"
+                           r"version[\s\u00a0]+history)\b", re.IGNORECASE | re.MULTILINE)
+# A title that says what the document is, not only whose it is.
+NAMES_A_KIND = re.compile(_POLICY_WORDS.pattern + r"|\breport\b|\bcertificate\b|\bletter\b|"
+                          r"\bquestionnaire\b|\bstatement\b|\bassessment\b|\bevidence\b|"
+                          r"\bconfiguration\b|\bsettings\b|\bschedule\b|\boverview\b|"
+                          r"\bsummary\b|\bdescription\b|\bmatrix\b|\bregister\b",
+                          re.IGNORECASE)
+_QUESTIONNAIRE_ID = re.compile(r"\b[A-Z&]{2,4}-\d{2}(?:\.\d{1,2})?\b")
+_QUESTIONNAIRE_WORDS = re.compile(r"\bquestionnaire\b|\bCAIQ\b|\bHECVAT\b|\bSIG[\s\u00a0]+"
+                                  r"(?:lite|core)\b|\bVSAQ\b", re.IGNORECASE)
+
+# Audit firms and certification bodies seen signing vendors' reports and certificates; a
+# name the list lacks is found by its legal form ("..., LLP").
+KNOWN_ISSUERS = (
+    "A-LIGN", "Advantage Partners", "Aprio", "Armanino", "Baker Tilly", "BARR Advisory",
+    "BDO", "Boulay", "BSI", "Bureau Veritas", "Cherry Bekaert", "Coalfire", "CohnReznick",
+    "Crowe", "Deloitte", "DNV", "Eide Bailly", "Ernst & Young", "EY", "Grant Thornton",
+    "Insight Assurance", "Intertek", "Johanson Group", "KirkpatrickPrice", "KPMG",
+    "Linford & Co", "LRQA", "Marcum", "Moss Adams", "NCC Group", "NQA",
+    "Perry Johnson Registrars", "Plante Moran", "Prescient Assurance",
+    "PricewaterhouseCoopers", "PwC", "RSM", "Schellman", "Sensiba", "SGS", "Sikich",
+    "Tevora", "TÜV Rheinland", "TÜV SÜD", "TÜV NORD", "TÜV AUSTRIA", "Weaver", "Wipfli",
+    "Auren", "Mazars", "Forvis", "Cure53", "Trail of Bits", "Include Security", "Bishop Fox",
+    "Doyensec", "Atredis", "X41 D-Sec", "Certification Europe", "Mastermind",
+)
+_KNOWN = re.compile(r"(?<![\w-])(?:" + "|".join(re.escape(n) for n in sorted(
+    KNOWN_ISSUERS, key=len, reverse=True)) + r")(?![\w-])")
+_LEGAL_FORM = re.compile(
+    r"(?P<name>(?:(?:[A-Z][\w&'\u2019.-]*|&)[\s\u00a0]+){0,4}[A-Z][\w&'\u2019.-]*),?[\s\u00a0]+"
+    r"(?P<form>LLP|L\.L\.P\.|LLC|L\.L\.C\.|P\.C\.|PLLC|CPAs?|PLC|GmbH|AG|B\.V\.|S\.A\.|Ltd\.?|"
+    r"Limited)\b")
+_ISSUER_LABEL = re.compile(
+    r"^[\s|*#-]*(?:service[\s\u00a0]+auditor|independent[\s\u00a0]+auditor|auditor|"
+    r"audit[\s\u00a0]+firm|assessor|assessed[\s\u00a0]+by|audited[\s\u00a0]+by|certification"
+    r"[\s\u00a0]+body|certified[\s\u00a0]+by|issued[\s\u00a0]+by|tested[\s\u00a0]+by)"
+    r"[\s\u00a0*]*[:|][\s\u00a0*]*(?P<name>[A-Z][^\n|(]{2,80})", re.IGNORECASE | re.MULTILINE)
+_ADDRESSED = re.compile(r"\bto[\s\u00a0]+the[\s\u00a0]+(?:management|board[\s\u00a0]+of"
+                        r"[\s\u00a0]+directors|shareholders)[\s\u00a0]+of[^\n:]{3,80}",
+                        re.IGNORECASE)
+_NOT_ISSUERS = {"the", "our", "service", "company", "report", "page", "independent"}
+
+# Words of a title or file name that change from one version to the next.
+_VARYING = re.compile(
+    r"\b(?:(?:19|20)\d\d|fy\d\d|q[1-4]|v\d+(?:\.\d+)*|version[\s\u00a0]+\d+(?:\.\d+)*|rev"
+    r"(?:ision)?[\s\u00a0]*\d+|final|signed|draft|copy|updated?|new|latest|current|\d+)\b",
+    re.IGNORECASE)
+_MONTH_WORD = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\b",
+                         re.IGNORECASE)
+MAX_TITLE_CHARS = 160
+MAX_SCOPE_CHARS = 240
+
+
+def opening(pages: Sequence[str], chars: int = 4000) -> str:
+    """The document's first text: its first page or two, as far as `chars`."""
+    text = ""
+    for page in pages:
+        text += page + "\n"
+        if len(text) >= chars:
+            break
+    return text[:chars]
+
+
+def read_family(pages: Sequence[str]) -> str | None:
+    """The standard the document attests to, from its opening, else the one its whole text
+    names most; SOC 1 and SOC 2 reports with their type ("SOC 2 Type II")."""
+    head = opening(pages)
+    # The standard its opening names first (a certificate names the standards its body is
+    # accredited under before the one it certifies, but none of those is a family).
+    named = [(m.start(), order, name) for order, (name, pattern) in enumerate(_FAMILIES)
+             for m in [pattern.search(head)] if m is not None]
+    family = min(named)[2] if named else None
+    if family is None:
+        whole = "\n".join(pages)
+        counts = Counter({name: len(pattern.findall(whole)) for name, pattern in _FAMILIES})
+        best = [name for name, n in counts.most_common(1) if n >= 2]
+        family = best[0] if best else None
+    if family in ("SOC 1", "SOC 2"):
+        kind = _SOC_TYPE.search(head)
+        if kind:
+            family += " Type II" if kind.group(1).upper() in ("2", "II") else " Type I"
+    return family
+
+
+def title_zone(pages: Sequence[str], headings: Sequence[str]) -> str:
+    """Where a document says what it is: its first heading and its first few short lines."""
+    lines = [" ".join(line.split()) for line in opening(pages, 1500).splitlines()]
+    short = [line for line in lines if line and len(line) <= MAX_TITLE_CHARS][:6]
+    return "\n".join([*headings[:1], *short])
+
+
+def read_kind(pages: Sequence[str], headings: Sequence[str], source: str,
+              family: str | None) -> DocumentKind:
+    """policy, report, certificate, letter, questionnaire_page or other: from what its title
+    says it is, then from its opening, then from its file name."""
+    head = opening(pages, 2500)
+    whole = "\n".join(pages)
+    whole_ids = len(set(_QUESTIONNAIRE_ID.findall(whole)))
+    zone = title_zone(pages, headings)
+    if whole_ids >= 8 and _QUESTIONNAIRE_WORDS.search(whole[:20000]):
+        return "questionnaire_page"
+    if family == "bridge letter" or _LETTER_WORDS.search(zone) or (
+            re.search(r"^[\s\u00a0]*dear[\s\u00a0]+", head, re.I | re.M)
+            and _LETTER_CLOSE.search(whole)):
+        return "letter"
+    if _POLICY_WORDS.search(zone) and not _CERTIFICATE_WORDS.search(zone):
+        return "policy"
+    if re.match(r"\W*certificate\b", zone, re.IGNORECASE):  # its title says so
+        return "certificate"
+    if _CERTIFICATE_WORDS.search(zone) and _CERTIFIES.search(head) and len(pages) <= 6:
+        return "certificate"
+    if _REPORT_WORDS.search(zone):
+        return "report"
+    if _CERTIFICATE_WORDS.search(head) and _CERTIFIES.search(head) and len(pages) <= 6:
+        return "certificate"
+    if _REPORT_WORDS.search(head[:600]):
+        return "report"
+    if len(_POLICY_MARKS.findall(head)) >= 2:
+        return "policy"
+    name = PurePosixPath(source).stem.replace("_", " ").replace("-", " ")
+    if _CERTIFICATE_WORDS.search(name) or re.search(r"\bcert\b|\biso\b", name, re.I):
+        return "certificate"
+    if _REPORT_WORDS.search(name) or family is not None:
+        return "report"
+    if _POLICY_WORDS.search(name) or re.search(r"continuity|disaster recovery", name, re.I):
+        return "policy"
+    if whole_ids >= 8:
+        return "questionnaire_page"
+    return "other"
+
+
+def _title_line(line: str) -> bool:
+    """Whether a line of a document's opening could be its title."""
+    words = line.split()
+    if not 1 <= len(words) <= 20 or len(line) > MAX_TITLE_CHARS:
+        return False
+    letters = sum(ch.isalpha() for ch in line)
+    if letters < 4 or letters < len(line.replace(" ", "")) * 0.6:
+        return False
+    lowered = line.lower()
+    if re.search(r"\b(?:number|no\.|date|address|tel|phone|fax|e-?mail)\b[\s:]", lowered):
+        return False  # a labelled field ("Certificate number: 2013-009"), not a title
+    return not (lowered.startswith(("page ", "confidential", "copyright", "©", "http", "www."))
+                or lowered.rstrip(".").endswith(("confidential", "proprietary")))
+
+
+def read_title(pages: Sequence[str], headings: Sequence[str], kind: DocumentKind) -> str | None:
+    """The title the document gives itself: its first heading where it has headings, else
+    the first line of its opening that reads as a title (for a report, the line that names
+    it a report, where its first lines name it)."""
+    if headings:
+        return " ".join(headings[0].split())[:MAX_TITLE_CHARS]
+    lines = [" ".join(line.strip(" #*|\t").split()) for line in opening(pages, 2500).splitlines()]
+    lines = [line for line in lines[:40] if line]
+    if kind == "report":
+        named = [line for line in lines[:25] if _title_line(line) and _REPORT_WORDS.search(line)]
+        if named:
+            return named[0][:MAX_TITLE_CHARS]
+    if kind == "certificate":
+        named = [line for line in lines[:25] if _title_line(line)
+                 and re.search(r"certificate", line, re.I)]
+        if named:
+            return named[0][:MAX_TITLE_CHARS]
+    if kind == "certificate":
+        return None  # the lines of a certificate without one naming it are names and places
+    if kind == "policy":
+        named = [line for line in lines[:10] if _title_line(line) and _POLICY_WORDS.search(line)]
+        if named:
+            return named[0][:MAX_TITLE_CHARS]
+    for line in lines[:15]:
+        if _title_line(line):
+            return line[:MAX_TITLE_CHARS]
+    return None
+
+
+_SCOPE_PATTERNS = (
+    re.compile(r"\bscope(?:[\s\u00a0]+of[\s\u00a0]+(?:the[\s\u00a0]+)?(?:certification|"
+               r"registration|certificate|audit|assessment))?[\s\u00a0]*[:\-\u2013]"
+               r"[\s\u00a0]*(?P<scope>[^\n].{8,}?)(?:\n[\s\u00a0]*\n|(?<=[a-z)])\.[\s\u00a0]|$)",
+               re.IGNORECASE | re.DOTALL),
+    re.compile(r"\b(?:for[\s\u00a0]+the[\s\u00a0]+following[\s\u00a0]+scope|(?:is|are)"
+               r"[\s\u00a0]+applicable[\s\u00a0]+to|in[\s\u00a0]+respect[\s\u00a0]+of)"
+               r"[\s\u00a0:]*(?P<scope>.{8,}?)(?:\n[\s\u00a0]*\n|(?<=[a-z)])\.[\s\u00a0]|$)",
+               re.IGNORECASE | re.DOTALL),
+    re.compile(r"\bthe[\s\u00a0]+scope[\s\u00a0]+of[\s\u00a0]+th(?:is|e)[\s\u00a0]+[^.]{0,60}?"
+               r"(?:certification|certificate|registration|report|examination)[\s\u00a0]+"
+               r"(?:is|includes|covers|comprises)[\s\u00a0]+(?P<scope>[^.]{8,}?)\.",
+               re.IGNORECASE | re.DOTALL),
+    re.compile(r"\breport[\s\u00a0]+on[\s\u00a0]+(?:the[\s\u00a0]+)?(?P<scope>[^.\n]{2,80}?"
+               r"[\s\u00a0]+(?:system|services?|platform|operations))\b", re.IGNORECASE),
+    re.compile(r"\bdescription[\s\u00a0]+of[\s\u00a0]+(?:its|the|their)[\s\u00a0]+(?P<scope>"
+               r"[^.]{3,160}?[\s\u00a0]+(?:system|services?|platform|operations))\b",
+               re.IGNORECASE | re.DOTALL),
+)
+
+
+def read_scope(pages: Sequence[str]) -> str | None:
+    """What the document covers, as it says: a certificate's scope, a report's system."""
+    head = opening(pages, 8000)
+    for pattern in _SCOPE_PATTERNS:
+        m = pattern.search(head)
+        if m:
+            scope = " ".join(m["scope"].split()).strip(" .;:")
+            if len(scope.split()) >= 2:
+                return scope[:MAX_SCOPE_CHARS]
+    return None
+
+
+def read_issuer(pages: Sequence[str], kind: DocumentKind) -> str | None:
+    """Who issued it: the audit firm or certification body the text names most (a known
+    name, else one by its legal form, from the opening and the closing pages); "the vendor"
+    for its own policies and letters; None when unstated."""
+    if kind in ("policy", "questionnaire_page"):
+        return "the vendor"
+    text = "\n".join([opening(pages, 6000), *pages[-3:]]) if len(pages) > 2 else "\n".join(pages)
+    labelled = _ISSUER_LABEL.search(text)
+    if labelled:
+        return " ".join(labelled["name"].split()).rstrip(" .,;")
+    known = Counter(m.group(0) for m in _KNOWN.finditer(text))
+    if known:
+        name = known.most_common(1)[0][0]
+        # The name as the text writes it in full: with its legal form ("Ernst & Young LLP"),
+        # else with the words that follow it ("EY CertifyPoint").
+        full = re.search(re.escape(name) + r"(?:[\s\u00a0]+[A-Z][\w&'\u2019.-]*){0,3},?"
+                         r"[\s\u00a0]+(?:LLP|LLC|Inc\.|Ltd\.?|Limited|GmbH|AG|P\.C\.|PLLC|plc|"
+                         r"B\.V\.?)(?![\w])", text)
+        longer = Counter(" ".join(m.group(0).split()) for m in re.finditer(
+            re.escape(name) + r"(?:[ \u00a0][A-Z][a-z]+[A-Z]?\w*){1,2}", text))
+        if full:
+            return " ".join(full.group(0).split())
+        if longer and longer.most_common(1)[0][1] >= 2:
+            return longer.most_common(1)[0][0]
+        return name
+    # The organisation the document is about is named in its title and its address lines
+    # ("To the Management of ..."); its auditor is not.
+    subject = title_zone(pages[:1], ()) + " ".join(m.group(0) for m in _ADDRESSED.finditer(text))
+    forms: Counter[str] = Counter()
+    for m in _LEGAL_FORM.finditer(text):
+        name = " ".join(m["name"].split())
+        if name.split()[0].lower() in _NOT_ISSUERS or len(name) < 3 or name in subject:
+            continue
+        # An audit firm's legal form first: a partnership or professional corporation.
+        weight = 3 if m["form"] in ("LLP", "L.L.P.", "P.C.", "PLLC", "CPA", "CPAs") else 1
+        forms[" ".join(m.group(0).split())] += weight  # the name as the text writes it
+    if kind == "letter":
+        return forms.most_common(1)[0][0] if forms else "the vendor"
+    return forms.most_common(1)[0][0] if forms else None
+
+
+def series_words(text: str) -> str:
+    """A title's or file name's words that stay the same from one version to the next:
+    lower case, without years, dates, version numbers and words such as "final"."""
+    text = PurePosixPath(text).stem if "." in text[-6:] else text
+    text = re.sub(r"[_\-.+]+", " ", text)
+    text = _MONTH_WORD.sub(" ", _VARYING.sub(" ", text))
+    return " ".join(re.findall(r"[a-z0-9&/]+", text.lower()))
