@@ -18,6 +18,15 @@ class DocumentOutcome(BaseModel):
     status: str  # added | replaced | unchanged
     chunks: int
     pages: int | None = None
+    # A replaced file's earlier version stays readable, superseded (`evidence documents`).
+    earlier_version_kept: bool | None = None
+
+    @model_serializer(mode="wrap")
+    def _line(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("earlier_version_kept") is None:
+            data.pop("earlier_version_kept", None)
+        return data
 
 
 class SkippedFile(BaseModel):
@@ -72,6 +81,8 @@ class VendorStatus(BaseModel):
     vendor_id: str
     documents: int
     chunks: int
+    # Earlier versions of files sent again, kept readable as superseded (not in `documents`).
+    earlier_versions: int = 0
     followup_responses: int
     rounds: list[int]
     by_type: dict[str, int]

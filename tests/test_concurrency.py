@@ -87,8 +87,9 @@ READERS = 4
 MIN_ITERATIONS = 10
 MAX_ITERATIONS = 40
 STRATEGY_NAMES = sorted(STRATEGIES)
-# Whose first stage takes the whole collection here (it holds fewer than 70 records), so a
-# trace shows every committed document and round; `tiered` searches a window of 10.
+# Whose first stage takes the whole collection here (it holds fewer than 200 records, the
+# first-stage windows `store_settings` gives, with every replaced version kept as superseded),
+# so a trace shows every committed document and round; `tiered` searches a window of 10.
 WHOLE_COLLECTION = {"semantic", "doc_boost", "hash_extraction", "precedence"}
 LINKED_PER_ROUND = 3
 
@@ -353,9 +354,11 @@ def check_concurrent_run(readers: list[Workbench], writer: Writer) -> None:
 
 
 def store_settings(tmp_path: Path, **kwargs: Any) -> Settings:
-    # Small chunks keep the whole collection under every whole-collection first stage.
+    # Small chunks and wide first stages keep the whole collection (every version of the
+    # document replaced ten times included) under every whole-collection first stage.
     return Settings(store=tmp_path / "store", reranker_cache_dir=tmp_path / "none",
-                    chunk_size=200, chunk_overlap=0, **kwargs)
+                    chunk_size=200, chunk_overlap=0, semantic_first_stage_n=200,
+                    top_first_stage_n=200, **kwargs)
 
 
 def test_readers_and_a_writer_on_one_embedded_store(tmp_path):

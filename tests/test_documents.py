@@ -11,6 +11,7 @@ from pypdf import PdfReader
 
 from core.config import Settings
 from core.errors import UserInputError
+from core.ingest.writer import document_key
 from core.models import StoredRecord
 from core.workbench import Workbench
 from tests.conftest import SAMPLE_DATA
@@ -197,13 +198,24 @@ def test_changed_file_replaces_its_old_chunks(workbench, tmp_path):
     report = workbench.ingest_documents("acme", [path, other])
     assert {d.source: d.status for d in report.documents} == {
         "policy.md": "replaced", "other.txt": "unchanged"}
-    stored = [c for c in chunks(workbench, "acme") if c["source"] == "policy.md"]
+    key = document_key("policy.md", "tc_files", None)
+    named = [c for c in chunks(workbench, "acme") if c["source"] == "policy.md"]
+    stored = [c for c in named if c["doc_key"] == key]
     assert not old_ids & {c["id"] for c in stored}
     assert all("encryption keys" not in c["text"] for c in stored)
     assert all("database passwords" in c["text"] for c in stored)
     assert len({c["text"] for c in stored}) == len(stored)
+    # The earlier version stays readable, as superseded, under its archive's key.
+    earlier = [c for c in named if c["doc_key"] != key]
+    assert len(earlier) == len(old_ids)
+    assert all("encryption keys" in c["text"] for c in earlier)
+    [before, now] = sorted((v for v in workbench.catalog.document_versions("acme")
+                            if v.source == "policy.md"), key=lambda v: v.current)
+    assert now.current and now.doc_key == key
+    assert before.superseded_by.source == "policy.md" and before.later_version is not None
     [status] = workbench.status()
     assert status.documents == 2
+    assert status.earlier_versions == 1
     assert status.chunks == len(stored) + 1
     assert status.incomplete_chunks == 0
 
@@ -444,9 +456,12 @@ def test_interrupted_replacement_keeps_old_version_until_rerun(workbench, tmp_pa
     [status] = workbench.status()
     assert status.incomplete_chunks == 0
     assert status.chunks == len(new_ids)
-    stored = chunks(workbench, "acme")
+    key = document_key("policy.md", "tc_files", None)
+    stored = [c for c in chunks(workbench, "acme") if c["doc_key"] == key]
     assert {c["id"] for c in stored} == new_ids
     assert len({c["text"] for c in stored}) == len(stored)
+    kept = [c for c in chunks(workbench, "acme") if c["doc_key"] != key]
+    assert sorted(c["text"] for c in kept) == sorted(c["text"] for c in old)
     trace = workbench.retrieve("acme", NEW_QUERY, strategy="semantic")
     assert NEW_TOPIC in trace.evidence[0].text
 

@@ -168,10 +168,13 @@ REPLACEMENTS = {
 }
 
 
-def document_writes(*documents: tuple[str, int]) -> list[str]:
+def document_writes(*documents: tuple[str, int], replaced: dict[str, int] | None = None
+                    ) -> list[str]:
     """A documents ingest: the chunks in steps of BATCH (a step may hold the end of one
     document and the start of the next), and each document's manifest entry and the delete of
-    its older version as soon as the step holding its last chunk is written."""
+    its older version as soon as the step holding its last chunk is written. A document in
+    `replaced` (source -> the chunks of the version it replaces) first copies that version's
+    chunks under its archive's key, in batches of BATCH, to keep it as superseded."""
     writes: list[str] = []
     step: list[str] = []  # the source of each chunk in the step
     finished: list[str] = []
@@ -179,6 +182,9 @@ def document_writes(*documents: tuple[str, int]) -> list[str]:
     def write_step() -> None:
         writes.append(f"upsert chunks {'+'.join(dict.fromkeys(step))} ({len(step)})")
         for source in finished:
+            old = (replaced or {}).get(source, 0)
+            writes.extend(f"upsert chunks {source} ({min(BATCH, old - at)})"
+                          for at in range(0, old, BATCH))
             writes.extend([f"upsert manifest {source}", f"delete chunks {source}"])
         step.clear()
         finished.clear()
@@ -234,7 +240,8 @@ SCENARIOS = {s.name: s for s in (
     # replaces policy.md, adds access.md, finds badges.txt unchanged (and tidies it up)
     Scenario("docs", "docs", "acme", ("docs_v2",), registered(
         "acme",
-        *document_writes(("access.md", ACCESS_SECTIONS), ("policy.md", POLICY_SECTIONS)),
+        *document_writes(("access.md", ACCESS_SECTIONS), ("policy.md", POLICY_SECTIONS),
+                         replaced={"policy.md": POLICY_SECTIONS}),
         "delete chunks badges.txt",
     )),
     Scenario("docs_new_vendor", "docs", "northwind", ("docs_v2/access.md",), registered(
@@ -251,12 +258,13 @@ SCENARIOS = {s.name: s for s in (
         "acme",
         *document_writes(("access.md", ACCESS_SECTIONS),
                          *((f"extra_{n}.md", EXTRA_SECTIONS) for n in range(8)),
-                         ("policy.md", POLICY_SECTIONS)),
+                         ("policy.md", POLICY_SECTIONS), replaced={"policy.md": POLICY_SECTIONS}),
         "delete chunks badges.txt",
     )),
     # policy.md replaced by a much longer version, closer to KEY_CRITERION
     Scenario("docs_big", "docs", "acme", ("docs_big",),
-             registered("acme", *document_writes(("policy.md", 120)))),
+             registered("acme", *document_writes(("policy.md", 120),
+                                                 replaced={"policy.md": POLICY_SECTIONS}))),
     # round 2 replaced by two files: 1 response kept as it is (not written again), 1
     # changed, 1 added, 4 withdrawn
     Scenario("round_replace", "replace", "acme",
@@ -412,6 +420,7 @@ class Document:
     type: str
     version: str
     chunks: tuple[tuple[str, str], ...]  # (id, text) in chunk order
+    archived: bool = False  # a file's earlier version, kept as superseded
 
 
 @dataclass(frozen=True)
@@ -466,7 +475,8 @@ def observe(store: Path) -> StoreView:
             rows = sorted(by_version.pop((doc_key, meta["version"]), []))
             documents[vendor_id][doc_key] = Document(
                 source=meta["source"], type=meta["type"], version=meta["version"],
-                chunks=tuple((record_id, text) for _, record_id, text in rows))
+                chunks=tuple((record_id, text) for _, record_id, text in rows),
+                archived=bool(meta.get("archived_of")))
             assert meta["chunks"] == len(rows), (
                 f"{meta['source']}: the manifest counts {meta['chunks']} chunks of version "
                 f"{meta['version']}, the store holds {len(rows)}")
@@ -481,13 +491,15 @@ def observe(store: Path) -> StoreView:
 def expected_status(vendor_id: str, documents: list[Document],
                     rounds: dict[int, tuple]) -> dict[str, Any]:
     by_type: Counter[str] = Counter()
-    for doc in documents:
+    current = [doc for doc in documents if not doc.archived]
+    for doc in current:
         by_type[doc.type] += len(doc.chunks)
     for number, rows in rounds.items():
         by_type[followup_type(number)] += len(rows)
     return {
-        "vendor_id": vendor_id, "documents": len(documents),
-        "chunks": sum(len(d.chunks) for d in documents),
+        "vendor_id": vendor_id, "documents": len(current),
+        "chunks": sum(len(d.chunks) for d in current),
+        "earlier_versions": len(documents) - len(current),
         "followup_responses": sum(len(rows) for rows in rounds.values()),
         "rounds": sorted(n for n, rows in rounds.items() if rows),
         "by_type": dict(sorted((t, n) for t, n in by_type.items() if n)),
@@ -662,13 +674,18 @@ def test_every_write_point_is_enumerated(references, name, before):
 
 def test_documents_split_into_one_chunk_per_section(references, before):
     after = references("docs").view
-    sizes = {d.source: len(d.chunks) for d in after.documents["acme"].values()}
+    current = [d for d in after.documents["acme"].values() if not d.archived]
+    sizes = {d.source: len(d.chunks) for d in current}
     assert sizes == {"policy.md": POLICY_SECTIONS, "access.md": ACCESS_SECTIONS,
                      "badges.txt": BADGE_SECTIONS}
     old = {d.source: d for d in before.documents["acme"].values()}
-    new = {d.source: d for d in after.documents["acme"].values()}
+    new = {d.source: d for d in current}
     assert old["badges.txt"] == new["badges.txt"]
     assert old["policy.md"].version != new["policy.md"].version
+    # The replaced version stays, as superseded: the same text under its archive's key.
+    [kept] = [d for d in after.documents["acme"].values() if d.archived]
+    assert (kept.source, kept.version) == ("policy.md", old["policy.md"].version)
+    assert [text for _, text in kept.chunks] == [text for _, text in old["policy.md"].chunks]
 
 
 # 1. The embedder failing halfway ---------------------------------------------------------
@@ -762,8 +779,9 @@ def test_a_replacement_interrupted_before_its_manifest_keeps_the_old_version(
     now = assert_interrupted_state(store, before, references("docs").view)
     policy = document_key("policy.md", "tc_files", None)
     assert now.documents["acme"][policy] == before.documents["acme"][policy]
-    assert len(now.uncommitted["acme"]) == POLICY_SECTIONS
-    assert now.status["acme"]["incomplete_chunks"] == POLICY_SECTIONS
+    # The new version's chunks, and the old version's copied under its archive's key.
+    assert len(now.uncommitted["acme"]) == 2 * POLICY_SECTIONS
+    assert now.status["acme"]["incomplete_chunks"] == 2 * POLICY_SECTIONS
 
 
 def test_a_replacement_interrupted_before_the_old_chunks_are_deleted_shows_the_new_one(
@@ -808,7 +826,11 @@ def test_an_unfinished_version_never_crowds_retrieval(store, tmp_path, inputs, t
     assert _traces(workbench_at(store)) == expected
     if not committed:
         trace = workbench_at(store).retrieve("acme", KEY_CRITERION, "semantic")
-        assert any("120 chunk(s) of an unfinished document ingest" in n for n in trace.notes)
+        # The new version's 120 chunks, and those of the old version's 60 copied under its
+        # archive's key (each as near as its committed original) that ranked in the window.
+        [skipped] = [int(n.split()[0]) for n in trace.notes
+                     if "chunk(s) of an unfinished document ingest" in n]
+        assert 120 <= skipped <= 180
     run_ingest(workbench_at(store), scenario, inputs)
     assert _traces(workbench_at(store)) == _traces(workbench_at(complete))
 
@@ -1036,9 +1058,9 @@ def test_evidence_ingest_killed_while_ingesting_then_run_again(store, tmp_path, 
                                                                references, before, driver):
     """The CLI's own code path (`evidence ingest docs`, the fake embedder in place of the
     real model), killed by another process at whatever moment it has reached once it has
-    announced its 12th write of 37; then the same command again; `evidence status` from the
+    announced its 12th write of 40; then the same command again; `evidence status` from the
     installed console script."""
-    assert len(SCENARIOS["docs_cli"].writes) == 37
+    assert len(SCENARIOS["docs_cli"].writes) == 40
     after = references("docs_cli").view
     argv = ["ingest", "docs", "--vendor", "acme", str(inputs / "docs_cli")]
     spec = {"mode": "cli", "store": str(store), "argv": argv, "announce": True}
@@ -1046,7 +1068,7 @@ def test_evidence_ingest_killed_while_ingesting_then_run_again(store, tmp_path, 
                              env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     announced = 0
-    for line in child.stderr:  # bounded by the child's output: 37 writes at most
+    for line in child.stderr:  # bounded by the child's output: 40 writes at most
         announced += line.startswith("write ")
         if announced == 12:
             child.send_signal(signal.SIGKILL)
@@ -1066,7 +1088,7 @@ def test_evidence_ingest_killed_while_ingesting_then_run_again(store, tmp_path, 
     assert again.returncode == 0, again.stderr
     report = json.loads(again.stdout.splitlines()[0])
     assert sorted(d["source"] for d in report["documents"]) == sorted(
-        d.source for d in after.documents["acme"].values())
+        d.source for d in after.documents["acme"].values() if not d.archived)
     evidence = Path(sys.executable).parent / "evidence"
     status = subprocess.run([str(evidence), "--store", str(store), "status"],
                             env=child_env(), capture_output=True, text=True)

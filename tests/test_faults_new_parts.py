@@ -300,7 +300,8 @@ def test_a_conversation_turn_killed_at_its_write(conversation_template, tmp_path
 def lexical_base(tmp_path_factory, template, inputs) -> Path:
     """The template with its lexical index settled (a hybrid search ran), then documents
     replaced and added and rounds 2 (sent again, answers changed) and 3 (new) ingested: the
-    next hybrid search's sync deletes the old version's rows, adds 90 chunks and 12
+    next hybrid search's sync deletes the old version's rows (under the file's own key), adds
+    90 chunks, the old version's 60 again under its archive's key (kept as superseded) and 12
     responses, and replaces 6."""
     store = tmp_path_factory.mktemp("lexical-base") / "store"
     shutil.copytree(template, store)
@@ -359,7 +360,7 @@ def check_line(command: Command, *options: str) -> tuple[int, dict]:
 LEXICAL_KILLS = {
     "first-row": ({"point": "insert", "number": 1}, "at lexical row insert 1"),
     "row-45": ({"point": "insert", "number": 45}, "at lexical row insert 45"),
-    "before-commit": ({"point": "commit"}, "before the lexical commit (102 rows written)"),
+    "before-commit": ({"point": "commit"}, "before the lexical commit (162 rows written)"),
     "before-settle": ({"point": "settle"}, "after the lexical commit, before the index settled"),
 }
 
@@ -387,9 +388,10 @@ def test_a_lexical_index_update_killed(lexical_base, lexical_reference, tmp_path
     assert lexical["drift"] == 0 and not lexical["settled"]
     if point == "before-settle":
         assert lexical["behind"] == 0
-    else:  # as before the sync: the old version's 60 rows, 90 chunks and 12 answers to come
-        assert (lexical["extra"], lexical["missing"], lexical["stale"]) == (60, 96, 6)
-        assert lexical["behind"] == 162
+    else:  # as before the sync: the old version's 60 rows; 90 chunks, the old version's 60
+        # under its archive's key and 12 answers to come
+        assert (lexical["extra"], lexical["missing"], lexical["stale"]) == (60, 156, 6)
+        assert lexical["behind"] == 222
     code, repaired = check_line(command)
     assert code == 0 and repaired["ok"] and repaired["remaining"] == {}
     assert repaired["repaired"]["lexical"] == (None if point == "before-settle" else "synced")
@@ -666,22 +668,23 @@ def fail_at(store: Path, inputs: Path, name: str, label: str, when: str) -> None
 
 def test_check_deletes_an_abandoned_version_under_the_write_lock(store, inputs, references,
                                                                  command):
-    """A documents ingest failing before policy.md's manifest entry: its 60 new chunks are
-    leftovers. `check --dry-run` names them and exits 1; `check` deletes them under the write
-    lock (status then counts no incomplete chunk, retrieval is unchanged); the same ingest
-    run again completes the store."""
+    """A documents ingest failing before policy.md's manifest entry: its 60 new chunks, and
+    the 60 of the old version copied under its archive's key, are leftovers. `check
+    --dry-run` names them and exits 1; `check` deletes them under the write lock (status then
+    counts no incomplete chunk, retrieval is unchanged); the same ingest run again completes
+    the store."""
     fail_at(store, inputs, "docs", "upsert manifest policy.md", "before")
     bench = workbench_at(store)
     views = {s: [c.id for c in bench.retrieve(VENDOR, KEY_CRITERION, s).first_stage]
              for s in ("semantic", "precedence", "hybrid")}
     code, found = check_line(command.at(store), "--dry-run")
     assert code == 1 and not found["ok"]
-    assert found["store"]["leftover_chunks"] == 60
+    assert found["store"]["leftover_chunks"] == 120
     assert found["store"]["leftover_documents"] == ["policy.md"]
-    assert found["remaining"] == {"leftover_chunks": 60}
+    assert found["remaining"] == {"leftover_chunks": 120}
     assert "deletes them" in found["to_complete"][0]
     code, repaired = check_line(command)
-    assert code == 0 and repaired["ok"] and repaired["repaired"]["leftover_chunks_deleted"] == 60
+    assert code == 0 and repaired["ok"] and repaired["repaired"]["leftover_chunks_deleted"] == 120
     now = observe(store)
     assert not now.uncommitted[VENDOR] and now.status[VENDOR]["incomplete_chunks"] == 0
     bench = workbench_at(store)

@@ -111,13 +111,15 @@ def test_status_counts_only_each_vendors_own_evidence(two_vendors):
     acme, globex = two_vendors.status()
 
     assert acme.model_dump() == {
-        "vendor_id": "acme", "documents": 5, "chunks": 5, "followup_responses": 6,
+        "vendor_id": "acme", "documents": 5, "chunks": 5, "earlier_versions": 0,
+        "followup_responses": 6,
         "rounds": [1, 2], "incomplete_chunks": 0,
         "by_type": {"followup_document": 1, "followup_response:1": 3,
                     "followup_response:2": 3, "tc_files": 4},
     }
     assert globex.model_dump() == {
-        "vendor_id": "globex", "documents": 3, "chunks": 3, "followup_responses": 3,
+        "vendor_id": "globex", "documents": 3, "chunks": 3, "earlier_versions": 0,
+        "followup_responses": 3,
         "rounds": [1], "incomplete_chunks": 0,
         "by_type": {"followup_response:1": 3, "tc_files": 3},
     }

@@ -273,14 +273,18 @@ def test_a_replaced_document_replaces_its_rows(acme, tmp_path):
     acme.ingest_documents("acme", [folder])
     index = index_at(acme, "acme")
     report = index.sync()
-    assert (report.versions_added, report.versions_removed) == (1, 1)
-    assert (report.chunks_added, report.chunks_removed) == (1, 1)
-    assert index.nearest(query("nightly drill"), 5) == []
-    assert sources(index.nearest(query("Iceland"), 5)) == ["backups.md"]
+    # The new version added, the old one's rows moved to its archive (kept as superseded).
+    assert (report.versions_added, report.versions_removed) == (2, 1)
+    assert (report.chunks_added, report.chunks_removed) == (2, 1)
+    key = document_key("backups.md", "tc_files", None)
+    [old] = index.nearest(query("nightly drill"), 5)
+    assert old.chunk.metadata["doc_key"] != key
+    [new] = index.nearest(query("Iceland"), 5)
+    assert (new.chunk.metadata["source"], new.chunk.metadata["doc_key"]) == ("backups.md", key)
     manifest = committed_versions(read_manifest(acme.store.open_vendor("acme")))
     state = index.indexed()
     assert state.versions == set(manifest.items())
-    assert state.chunks == len(DOCUMENTS) + 2
+    assert state.chunks == len(DOCUMENTS) + 3
 
 
 def test_a_resent_round_with_new_answers_replaces_the_old_answers(acme):
@@ -366,8 +370,11 @@ def test_an_ingest_killed_before_its_commit_leaves_the_index_on_the_old_version(
     acme.ingest_documents("acme", [folder])  # the same ingest again completes it
     index = index_at(acme, "acme")
     index.sync()
-    assert sources(index.nearest(query("Iceland"), 5)) == ["backups.md"]
-    assert index.nearest(query("nightly drill"), 5) == []
+    key = document_key("backups.md", "tc_files", None)
+    assert [n.chunk.metadata["doc_key"] for n in index.nearest(query("Iceland"), 5)] == [key]
+    # The old version is kept, as superseded, under its archive's key.
+    [old] = index.nearest(query("nightly drill"), 5)
+    assert old.chunk.metadata["doc_key"] != key
     assert index.indexed().versions == set(committed_versions(read_manifest(vendor)).items())
 
 
@@ -378,8 +385,12 @@ def test_an_ingest_killed_before_removing_the_old_version_shows_only_the_new_one
     folder = replace_backups_killed_at(acme, tmp_path, monkeypatch, "delete_stale")
     index = index_at(acme, "acme")
     index.sync()
+    key = document_key("backups.md", "tc_files", None)
     assert sources(index.nearest(query("Iceland"), 5)) == ["backups.md"]
-    assert index.nearest(query("nightly drill"), 5) == []  # kept, but never shown
+    # The old chunks left under the file's own key are never shown; their copy under the
+    # archive's key is, as the superseded version.
+    [old] = index.nearest(query("nightly drill"), 5)
+    assert old.chunk.metadata["doc_key"] != key
 
     monkeypatch.undo()
     acme.ingest_documents("acme", [folder])  # removes the old chunks from the store
@@ -387,7 +398,7 @@ def test_an_ingest_killed_before_removing_the_old_version_shows_only_the_new_one
     assert index.sync().versions_removed == 1
     vendor = acme.store.open_vendor("acme")
     assert index.indexed().versions == set(committed_versions(read_manifest(vendor)).items())
-    assert index.indexed().chunks == len(DOCUMENTS) + 2
+    assert index.indexed().chunks == len(DOCUMENTS) + 3
 
 
 def test_a_reader_with_an_older_manifest_never_takes_the_new_version_away(acme, tmp_path):
@@ -475,7 +486,9 @@ def test_a_retrieval_removes_a_replaced_version_once_its_chunks_leave_the_store(
     trace = acme.retrieve("acme", "Where do backups go, Iceland?", "hybrid")
     assert any(c.source == "backups.md" and c.lexical_rank for c in trace.first_stage)
     assert LexicalIndex(path, vendor, {}).indexed().versions == committed
-    assert LexicalIndex(path, vendor, {}).indexed().chunks == len(DOCUMENTS) + 2
+    # Every document, the new version of backups.md and its old version kept as superseded,
+    # and the two answers.
+    assert LexicalIndex(path, vendor, {}).indexed().chunks == len(DOCUMENTS) + 3
 
 
 def test_an_index_of_another_store_is_rebuilt(tmp_path):
@@ -628,8 +641,13 @@ def test_threads_syncing_and_querying_while_documents_change(acme, tmp_path):
     index = index_at(acme, "acme")
     index.sync()
     assert_intact(index.path, committed_ids(acme, "acme"))
-    [hit] = index.nearest(query("edition"), 5, where={"source_type": "document"})
-    assert "edition 3" in hit.chunk.text
+    found = index.nearest(query("edition"), 5, where={"source_type": "document"})
+    key = document_key("backups.md", "tc_files", None)
+    [current] = [n.chunk.text for n in found if n.chunk.metadata["doc_key"] == key]
+    assert "edition 3" in current
+    # Editions 0 to 2 are kept, each as a superseded version of its own.
+    assert sorted(n.chunk.text for n in found if n.chunk.metadata["doc_key"] != key) == [
+        f"Backups go to cold storage, edition {n}, in Iceland." for n in range(3)]
 
 
 SYNC_IN_A_PROCESS = """
@@ -694,9 +712,10 @@ def test_the_hybrid_strategy_on_a_chromadb_server(tmp_path, monkeypatch):
         bench.ingest_documents("acme", [tmp_path / "docs" / "advisory.md"])
         index = index_at(bench, "acme")
         report = index.sync()
-        assert (report.versions_added, report.versions_removed) == (1, 1)
-        [hit] = index.nearest(query("CVE-2024-3094"), 10)
-        assert "5.6.2" in hit.chunk.text
+        # The new version, and the old one moved to its archive (kept as superseded).
+        assert (report.versions_added, report.versions_removed) == (2, 1)
+        [hit, kept] = index.nearest(query("CVE-2024-3094"), 10)
+        assert "5.6.2" in hit.chunk.text and "5.6.2" not in kept.chunk.text
         assert_intact(path, committed_ids(bench, "acme"))
     finally:
         server.stop()

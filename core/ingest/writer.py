@@ -62,18 +62,22 @@ from core.store import (
     record_fingerprint,
 )
 from core.store.protocol import (
+    archive_chunks,
     commit_document,
     commit_links,
     delete_stale,
     delete_withdrawn,
+    drop_archives,
     stored_round,
 )
 from core.store.records import withdrawn_link, withdrawn_marker
+from core.timeline.series import ARCHIVED_OF_KEY, FACTS_KEY
 
 # What the readers make of a file is part of its version: when they learn more (version 2:
 # each chunk's section heading path; 3: a PDF's running headers and footers dropped, its pages
-# without a text layer read by OCR), ingesting the unchanged file again rewrites its chunks.
-READER_VERSION = 3
+# without a text layer read by OCR; 4: what the document states of itself, its kind and
+# dates), ingesting the unchanged file again rewrites its chunks.
+READER_VERSION = 4
 # One questionnaire payload, validated or as decoded from JSON.
 RoundInput = QuestionnairePayload | dict[str, Any]
 # Chunks embedded and written per step of a documents ingest (or the store's largest write,
@@ -88,13 +92,20 @@ def document_key(source: str, doc_type: str, round_number: int | None) -> str:
     return short_hash(f"{doc_type}|{round_number or ''}|{source}")
 
 
+def archive_key(doc_key: str, version: str) -> str:
+    """Where a file's earlier version is kept once a new version of it is ingested."""
+    return short_hash(f"{doc_key}|archived|{version}")
+
+
 @dataclass
 class _Pending:
-    """A document version to write; its records are made when its turn comes."""
+    """A document version to write; its records are made when its turn comes. `previous` is
+    the manifest entry of the version it replaces, kept as an earlier version."""
 
     doc: PreparedDocument
     doc_key: str
     version: str
+    previous: dict[str, Any] | None = None
 
 
 class EvidenceWriter:
@@ -173,8 +184,9 @@ class EvidenceWriter:
                 continue
             outcomes.append(DocumentOutcome(source=doc.source,
                                             status="replaced" if previous else "added",
-                                            chunks=len(doc.chunks), pages=doc.pages))
-            pending.append(_Pending(doc, doc_key, version))
+                                            chunks=len(doc.chunks), pages=doc.pages,
+                                            earlier_version_kept=True if previous else None))
+            pending.append(_Pending(doc, doc_key, version, previous))
 
         written = self._write_documents(vendor_id, pending, doc_type, round_number, progress)
         if existing:
@@ -262,19 +274,31 @@ class EvidenceWriter:
 
     def _commit_document(self, vendor: VendorStore, item: _Pending, doc_type: str,
                          round_number: int | None) -> None:
-        """Steps 2 and 3 of a document whose chunks are all written."""
+        """Steps 2 and 3 of a document whose chunks are all written. A file sent again with
+        other content keeps its earlier version, as superseded: before step 2 the earlier
+        version's chunks are copied under the key of its archive (invisible until step 2
+        names it), step 2 names both versions at once, and step 3 removes the earlier
+        version's chunks under the file's own key."""
         doc = item.doc
         manifest: dict[str, Any] = {
             "source": doc.source, "type": doc_type, "digest": item.version,
             "version": item.version, "file_sha256": doc.digest, "chunks": len(doc.chunks),
             "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            FACTS_KEY: doc.facts.model_dump_json(exclude_defaults=True),
         }
         if round_number is not None:
             manifest["round_number"] = round_number
         if doc.pages is not None:
             manifest["pages"] = doc.pages
-        commit_document(vendor, item.doc_key, manifest)  # 2. visible
+        entries = [(item.doc_key, manifest)]
+        if item.previous is not None:
+            archived = archive_key(item.doc_key, str(item.previous["version"]))
+            archive_chunks(vendor, item.doc_key, archived, str(item.previous["version"]))
+            entries.append((archived, {**item.previous, ARCHIVED_OF_KEY: item.doc_key}))
+        commit_document(vendor, entries)  # 2. visible
         delete_stale(vendor, item.doc_key, item.version)  # 3. the old version gone
+        if item.previous is not None:
+            drop_archives(vendor, item.doc_key, item.version)
 
     # Questionnaire rounds ------------------------------------------------------------
 

@@ -24,9 +24,11 @@ from core.store.protocol import commit_links
 from core.store.records import MANIFEST_GENERATION_ID, link_metadata, new_generation
 from core.store.scoping import SCOPED_SINCE
 from core.store.vendor import VendorStore
+from core.timeline.reading import read_facts
+from core.timeline.series import FACTS_KEY
 
 # The schema this program writes; the steps below upgrade older stores to it in place.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # The first version a store recorded; older stores recorded none and cannot be told apart.
 FIRST_SCHEMA_VERSION = 1
 # Records rewritten per call; well under any ChromaDB client's maximum batch size.
@@ -103,12 +105,42 @@ def _record_scoped_filter_keys(vendor: VendorStore) -> None:
     vendor.record_scoped_keys(batch=UPDATE_BATCH)
 
 
+def _record_document_facts(vendor: VendorStore) -> None:
+    """Every document entry gets what its document states of itself (its kind, title, issuer
+    and dates, core/timeline/reading.py), read from its stored chunks, as an ingest reads them
+    from the file; an entry that has them is left alone. Written in batches, each with a new
+    generation."""
+    missing = []
+    for doc_key, entry in vendor.documents().items():
+        if entry.get(FACTS_KEY):
+            continue
+        chunks = vendor.records(Where.eq(doc_key=doc_key) & Where.eq(doc_sha=str(entry["version"])))
+        chunks.sort(key=lambda c: int(c.metadata.get("chunk_index", 0)))
+        pages: dict[int, list[str]] = {}
+        headings: list[str] = []
+        for chunk in chunks:
+            pages.setdefault(int(chunk.metadata.get("page") or 0), []).append(chunk.text)
+            section = str(chunk.metadata.get("section") or "")
+            if section:
+                heading = section.split(" > ")[-1]
+                if heading not in headings:
+                    headings.append(heading)
+        facts = read_facts(["\n".join(texts) for _, texts in sorted(pages.items())],
+                           source=str(entry.get("source", "")), headings=headings)
+        missing.append((doc_key, {**entry, FACTS_KEY: facts.model_dump_json(
+            exclude_defaults=True)}))
+    for start in range(0, len(missing), UPDATE_BATCH):
+        vendor.write_manifest([*missing[start : start + UPDATE_BATCH],
+                               (MANIFEST_GENERATION_ID, new_generation())])
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "record_manifest_generation", _record_manifest_generation),
     Migration(3, "record_canonical_criterion_hash", _record_canonical_criterion_hash),
     Migration(4, "record_followup_links", _record_followup_links),
     Migration(5, "persist_vector_indexes", _persist_vector_indexes),
     Migration(SCOPED_SINCE, "record_scoped_filter_keys", _record_scoped_filter_keys),
+    Migration(7, "record_document_facts", _record_document_facts),
 )
 
 

@@ -2,8 +2,10 @@
 them in order, `evidence check` runs the clean-up steps an interrupted write left undone, and
 the migrations write links as rounds do.
 
-A document: its chunks (`VendorStore.write_chunks`), then `commit_document` (its manifest
-entry and a new generation, one write), then `delete_stale` (every other version's chunks).
+A document: its chunks (`VendorStore.write_chunks`), the replaced version's chunks copied
+under its archive's key (`archive_chunks`), then `commit_document` (its manifest entry, the
+archive's, and a new generation, one write), then `delete_stale` (every other version's chunks
+under its own key).
 A round: `commit_links` (links, tombstones and a new generation, one write), then the
 responses and markers in one chunk write, then `delete_withdrawn` (markers, then tombstones).
 Readers that must see one committed state use `consistent_read`."""
@@ -25,15 +27,57 @@ from core.store.records import (
     record_fingerprint,
 )
 from core.store.vendor import VendorStore
+from core.timeline.series import ARCHIVED_OF_KEY
 
 # Reads that race a writer are repeated until they saw one committed state, at most this often.
 CONSISTENT_READ_ATTEMPTS = 5
 T = TypeVar("T")
 
 
-def commit_document(vendor: VendorStore, doc_key: str, entry: dict[str, Any]) -> None:
-    """Make a document version visible: its entry and a new generation, in one write."""
-    vendor.write_manifest([(doc_key, entry), (MANIFEST_GENERATION_ID, new_generation())])
+def commit_document(vendor: VendorStore, entries: Sequence[tuple[str, dict[str, Any]]]
+                    ) -> None:
+    """Make a document version visible (with the archive of the version it replaces, when it
+    keeps one): the entries and a new generation, in one write."""
+    vendor.write_manifest([*entries, (MANIFEST_GENERATION_ID, new_generation())])
+
+
+def commit_record(vendor: VendorStore, record_id: str, metadata: dict[str, Any] | None
+                  ) -> None:
+    """Write one manifest record of a reviewer's (or remove it: `metadata` None) and a new
+    generation, so every reader sees the change at once."""
+    if metadata is None:
+        vendor.delete_manifest([record_id])
+        vendor.write_manifest([(MANIFEST_GENERATION_ID, new_generation())])
+        return
+    vendor.write_manifest([(record_id, metadata), (MANIFEST_GENERATION_ID, new_generation())])
+
+
+def archive_chunks(vendor: VendorStore, doc_key: str, archived_key: str, version: str) -> None:
+    """Copy a document version's chunks (text, metadata and vector) under the key of its
+    archive, where they stay once a new version of the file replaces it. Nothing shows the
+    copies until a manifest entry names the archive; copying again writes the same records."""
+    where = Where.eq(doc_key=doc_key) & Where.eq(doc_sha=version)
+    chunks = vendor.records(where)
+    if not chunks:
+        return
+    vectors = vendor.vectors([c.id for c in chunks])
+    vendor.write_chunks(
+        [StoredRecord(id=f"doc-{archived_key}-{version}-{c.metadata.get('chunk_index', i)}",
+                      text=c.text, metadata={**c.metadata, "doc_key": archived_key})
+         for i, c in enumerate(chunks)], vectors)
+
+
+def drop_archives(vendor: VendorStore, doc_key: str, version: str) -> None:
+    """Remove the archives of a file that hold the version it now has again (the file sent
+    back as it was): the version is the file's own, not an earlier one. Their entries go
+    first, then their chunks."""
+    archives = [key for key, meta in vendor.documents().items()
+                if meta.get(ARCHIVED_OF_KEY) == doc_key and str(meta.get("version")) == version]
+    if not archives:
+        return
+    vendor.delete_manifest(archives)
+    for key in archives:
+        vendor.delete_chunks(where=Where.eq(doc_key=key))
 
 
 def delete_stale(vendor: VendorStore, doc_key: str, version: str) -> None:

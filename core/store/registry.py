@@ -36,6 +36,7 @@ from core.store.migrations import SCHEMA_VERSION
 from core.store.protocol import consistent_read
 from core.store.records import committed_versions, is_committed
 from core.store.vendor import VendorStore, get_all
+from core.timeline.series import ARCHIVED_OF_KEY
 
 REGISTRY_COLLECTION = "workbench__vendors"
 REGISTRY_VERSION = 1
@@ -71,12 +72,15 @@ def read_vendor_status(vendor: VendorStore) -> tuple[str | None, VendorStatus]:
     if not all(_chunk_count(meta) is not None and "type" in meta for meta in manifest.values()):
         return status_record_by_record(vendor)
     chunk_types: Counter[str] = Counter()
+    archived = 0
     for meta in manifest.values():
-        if count := _chunk_count(meta):
+        if meta.get(ARCHIVED_OF_KEY):
+            archived += _chunk_count(meta) or 0
+        elif count := _chunk_count(meta):
             chunk_types[str(meta["type"])] += count
     chunks = sum(chunk_types.values())
-    return generation, _status(vendor.vendor_id, len(manifest), followups, chunk_types,
-                               incomplete=max(0, total - len(followups) - chunks))
+    return generation, _status(vendor.vendor_id, manifest, followups, chunk_types,
+                               incomplete=max(0, total - len(followups) - chunks - archived))
 
 
 def _chunk_count(entry: dict[str, Any]) -> int | None:
@@ -89,20 +93,25 @@ def status_record_by_record(vendor: VendorStore) -> tuple[str | None, VendorStat
     generation, (manifest, records) = consistent_read(vendor, lambda: (
         vendor.documents(), [c.metadata for c in vendor.records(text=False)]))
     versions = committed_versions(manifest)
+    archives = {key for key, meta in manifest.items() if meta.get(ARCHIVED_OF_KEY)}
     followups = [m for m in records if m.get("source_type") == FOLLOWUP_SOURCE_TYPE]
     others = [m for m in records if m.get("source_type") != FOLLOWUP_SOURCE_TYPE]
-    chunk_types = Counter(str(m["type"]) for m in others if is_committed(m, versions))
-    return generation, _status(vendor.vendor_id, len(manifest), followups, chunk_types,
-                               incomplete=len(others) - sum(chunk_types.values()))
+    committed = [m for m in others if is_committed(m, versions)]
+    chunk_types = Counter(str(m["type"]) for m in committed if m.get("doc_key") not in archives)
+    return generation, _status(vendor.vendor_id, manifest, followups, chunk_types,
+                               incomplete=len(others) - len(committed))
 
 
-def _status(vendor_id: str, documents: int, followups: Sequence[dict[str, Any]],
-            chunk_types: Counter[str], *, incomplete: int) -> VendorStatus:
-    """The counts of a vendor holding these documents, follow-ups' metadata and committed
-    chunks by type."""
+def _status(vendor_id: str, manifest: dict[str, dict[str, Any]],
+            followups: Sequence[dict[str, Any]], chunk_types: Counter[str], *,
+            incomplete: int) -> VendorStatus:
+    """The counts of a vendor holding these documents (a file's earlier versions, kept as
+    superseded, counted apart), follow-ups' metadata and committed chunks by type."""
     by_type = Counter(str(m["type"]) for m in followups) + chunk_types
+    earlier = sum(1 for meta in manifest.values() if meta.get(ARCHIVED_OF_KEY))
     return VendorStatus(
-        vendor_id=vendor_id, documents=documents, chunks=sum(chunk_types.values()),
+        vendor_id=vendor_id, documents=len(manifest) - earlier, earlier_versions=earlier,
+        chunks=sum(chunk_types.values()),
         followup_responses=len(followups),
         rounds=sorted({int(m["round_number"]) for m in followups}),
         by_type=dict(sorted(by_type.items())), incomplete_chunks=incomplete,

@@ -19,7 +19,9 @@ from core.ingest.documents.docx import _read_docx
 from core.ingest.documents.html import _read_html
 from core.ingest.documents.pdf import _read_pdf
 from core.ingest.documents.text import _read_text
+from core.models import DocumentFacts
 from core.reports import SkippedFile
+from core.timeline.reading import read_facts
 
 SUPPORTED_SUFFIXES = (".md", ".txt", ".pdf", ".docx", ".html", ".htm")
 SUPPORTED_LIST = ".md, .txt, .pdf, .docx, .html or .htm"
@@ -44,6 +46,7 @@ class PreparedDocument:
     digest: str
     chunks: list[Chunk] = field(default_factory=list)
     pages: int | None = None
+    facts: DocumentFacts = field(default_factory=DocumentFacts)
 
 
 def check_document_type(doc_type: str, round_number: int | None) -> None:
@@ -229,7 +232,9 @@ def prepare_document(doc: DocumentFile, chunk_size: int, chunk_overlap: int, *,
             + (" (no page has a text layer or an image with text)." if suffix == ".pdf"
                else ".")
         )
+    facts = read_facts([part.text for part in parts], source=doc.source,
+                       headings=[h.title for part in parts for h in part.headings])
     return PreparedDocument(
         source=doc.source, path=doc.path, digest=file_digest(data), chunks=chunks,
-        pages=len(parts) if suffix == ".pdf" else None,
+        pages=len(parts) if suffix == ".pdf" else None, facts=facts,
     )
