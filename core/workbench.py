@@ -35,6 +35,7 @@ from core.review.conversation.ask import AskPipeline
 from core.review.conversation.models import AskTurn, ConversationSummary
 from core.review.conversation.store import Conversations
 from core.review.decisions import DecisionView, Reviewing
+from core.review.documents import SeriesCorrections
 from core.review.verdicts import Assessor
 from core.services import Services
 from core.store import EvidenceStore
@@ -66,7 +67,10 @@ class Workbench:
                                  reranker=self.reranker)
         self.verdicts = Assessor(self.settings, self.store, self.retrieve)
         self.reviews = Reviewing(self.store, self.retrieve, self.verdicts.status,
-                                 reviewer=self.settings.reviewer)
+                                 reviewer=self.settings.reviewer,
+                                 versions_of=self.catalog.versions_by_key)
+        self.series_corrections = SeriesCorrections(self.store, self.catalog,
+                                                    reviewer=self.settings.reviewer)
 
     @property
     def embedder(self) -> Embedder:

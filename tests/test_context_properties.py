@@ -351,6 +351,16 @@ OWN_PROMPT_HEAD = [
     "IMPORTANT: If an earlier answer conflicts with the current answer, the current answer is "
     "the",
     "vendor's position; note the conflict as a contradiction.",
+    "",
+    "Each document excerpt below is labelled with its date. An excerpt labelled SUPERSEDED "
+    "comes",
+    "from an earlier version of a document (last year's report, a replaced certificate, a "
+    "policy's",
+    "previous version); its label names the current version, which states the vendor's "
+    "evidence",
+    "now. An excerpt labelled STALE is the newest version there is, but its period ended long "
+    "ago",
+    "or it has expired: say so.",
 ]
 OWN_PROMPT_TAIL = [
     "Assess whether this criterion is MET, NOT_MET, or INCONCLUSIVE.",
@@ -387,7 +397,7 @@ def check_current_prompt(prompt: str, criterion: str, current: CurrentAnswer | N
                   as_read_in_prompt(str(c.metadata.get("answer_text", c.text))))
                  for c in answers]
     assert responses == expected
-    assert documents == [PromptDocument(i, on_one_line(evidence_source(c)),
+    assert documents == [PromptDocument(i, on_one_line(excerpt_label(c)),
                                         as_read_in_prompt(c.text))
                          for i, c in enumerate(evidence, start=1) if c not in answers]
 

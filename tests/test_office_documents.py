@@ -17,7 +17,7 @@ from langchain_text_splitters import MarkdownTextSplitter, RecursiveCharacterTex
 
 from core.ingest.documents import DocumentFile, prepare_document
 from core.models import Candidate
-from core.trace.context import evidence_source
+from core.trace.context import evidence_source, version_note
 from core.workbench import Workbench
 from tests.conftest import SAMPLE_DATA
 
@@ -172,8 +172,10 @@ def test_the_context_and_prompt_name_the_section(workbench, tmp_path):
 
     trace = workbench.retrieve(VENDOR, PASSWORD_CRITERION, "precedence")
 
-    label = f"policy.docx {SECTION} Access control > Passwords"
     top = trace.evidence[0]
+    # The project's layout dates each excerpt: this policy states no date of its own.
+    label = (f"policy.docx {SECTION} Access control > Passwords: policy received "
+             f"{top.document.date}, date not stated")
     assert "at least 14 characters" in top.text
     assert top.section == "Access control > Passwords"
     assert sources_in_context(trace.context)[0] == label
@@ -265,7 +267,8 @@ def test_a_web_page_section_reaches_the_context(workbench, tmp_path):
     trace = workbench.retrieve(VENDOR, PASSWORD_CRITERION, "precedence")
 
     assert sources_in_context(trace.context)[0] == (
-        f"trust.html {SECTION} Trust centre > Access control > Passwords")
+        f"trust.html {SECTION} Trust centre > Access control > Passwords: "
+        f"{version_note(trace.evidence[0].document, None)}")
 
 
 # Markdown, text and PDF ----------------------------------------------------------------------
@@ -363,8 +366,9 @@ def test_a_hostile_heading_stays_escaped_and_on_one_line(workbench, tmp_path):
 
     trace = workbench.retrieve(VENDOR, PASSWORD_CRITERION, "precedence")
 
-    assert sources_in_context(trace.context) == [f"hostile.docx {SECTION} {hostile}"]
-    assert f"[Document 1: hostile.docx {SECTION} {hostile}]\n" in trace.prompt
+    dated = version_note(trace.evidence[0].document, None)
+    assert sources_in_context(trace.context) == [f"hostile.docx {SECTION} {hostile}: {dated}"]
+    assert f"[Document 1: hostile.docx {SECTION} {hostile}: {dated}]\n" in trace.prompt
 
 
 def test_a_document_read_by_older_readers_is_read_again_on_the_next_ingest(

@@ -1,4 +1,5 @@
-"""The commands that read the store: `status`, `check`, `strategies`, `retrieve`."""
+"""The commands that read the store: `status`, `check`, `documents` (with a reviewer's
+corrections of a document's series), `strategies`, `retrieve`."""
 
 from __future__ import annotations
 
@@ -69,6 +70,73 @@ def check(
         print(f"evidence: error: Vendor {vendor!r} is not consistent ({left}); the report "
               "says what completes it.", file=sys.stderr)
         raise typer.Exit(1)
+
+
+@app.command()
+def documents(
+    ctx: typer.Context,
+    vendor: Annotated[str, typer.Option(help="Vendor id.")],
+    output_format: Annotated[AskFormat, typer.Option(
+        "--format", help="json (one line per document version) or text (series by series).")
+    ] = AskFormat.json,
+    series: Annotated[str | None, typer.Option(
+        help="Correct a document's series: DOCUMENT=SERIES, where SERIES is another "
+             "document (its file name) whose series it joins, a series key as listed, or a "
+             "new name.")] = None,
+    dated: Annotated[str | None, typer.Option(
+        help="Correct the date that places a document in its series: DOCUMENT=YYYY-MM-DD.")
+    ] = None,
+    reset: Annotated[str | None, typer.Option(
+        help="Undo the corrections of this DOCUMENT.")] = None,
+    reviewer: Annotated[str | None, typer.Option(
+        help="Who corrects (env EVIDENCE_REVIEWER, default the operating system's user).")
+    ] = None,
+) -> None:
+    """Every document version the vendor's store holds, current and superseded: its kind,
+    title, issuer and dates as its text states them, its series, what superseded it and
+    whether it went stale. With --series, --dated or --reset, a reviewer's correction is kept
+    first (DOCUMENT is a file name as listed, or a doc_key)."""
+    workbench = _workbench(ctx)
+    corrections = [(option, value) for option, value in (("--series", series),
+                                                         ("--dated", dated)) if value is not None]
+    if reset is not None or corrections:
+        target, given = _correction(reset, corrections)
+        fixed = workbench.series_corrections.correct(
+            vendor, target, reset=reset is not None, reviewer=reviewer, **given)
+        print(f"evidence: note: {fixed.source} is now in series {fixed.series}, dated "
+              f"{fixed.date} ({'current' if fixed.current else 'superseded'}).", file=sys.stderr)
+    versions = workbench.catalog.document_versions(vendor)
+    if output_format is AskFormat.text:
+        from core.review.documents import documents_text
+
+        typer.echo(documents_text(versions))
+        return
+    for version in versions:
+        _emit(version.json_line())
+
+
+def _correction(reset: str | None, corrections: list[tuple[str, str]]
+                ) -> tuple[str, dict[str, str]]:
+    """(the document named, {series|dated: value}) of the correction options given."""
+    from core.errors import UserInputError
+
+    if reset is not None:
+        if corrections:
+            raise UserInputError("--reset undoes a document's corrections; give it alone, "
+                                 "without --series or --dated.")
+        return reset, {}
+    targets, given = [], {}
+    for option, value in corrections:
+        name, sep, wanted = value.rpartition("=")
+        if not sep or not name.strip() or not wanted.strip():
+            raise UserInputError(f"{option} takes DOCUMENT=VALUE (a file name as `evidence "
+                                 f"documents` lists it, then =), not {value[:60]!r}.")
+        targets.append(name.strip())
+        given[option.removeprefix("--")] = wanted.strip()
+    if len(set(targets)) > 1:
+        raise UserInputError("--series and --dated name two documents; correct one document "
+                             "at a time.")
+    return targets[0], given
 
 
 @app.command()

@@ -16,6 +16,7 @@ from core.retrieval.links import AnswerIndex
 from core.retrieval.source import Query
 from core.retrieval.stages import candidate_from_chunk
 from core.retrieval.tiers import Supersession, assign_tiers, followup_hit
+from core.retrieval.versions import read_timeline
 from core.store import (
     WITHDRAWN_KEY,
     EvidenceStore,
@@ -28,6 +29,7 @@ from core.store import (
     is_committed,
 )
 from core.store.registry import read_vendor_status
+from core.timeline.series import ARCHIVED_OF_KEY, DocumentVersion
 
 # Records read at a time by a search of the chunks by their text.
 CONTAINS_PAGE = 2_000
@@ -54,9 +56,23 @@ class Catalog:
                 for name, entry in sorted(registered.items())]
 
     def documents(self, vendor_id: str) -> list[dict[str, Any]]:
-        """The vendor's committed documents (the manifest), sorted by source."""
+        """The vendor's committed documents (the manifest), sorted by source; a file's earlier
+        versions, kept as superseded, are `document_versions`'."""
         manifest = self.store.open_vendor(vendor_id).documents()
-        return sorted(manifest.values(), key=lambda m: str(m.get("source")))
+        return sorted((m for m in manifest.values() if not m.get(ARCHIVED_OF_KEY)),
+                      key=lambda m: str(m.get("source")))
+
+    def versions_by_key(self, vendor_id: str) -> dict[str, DocumentVersion]:
+        """doc_key -> every document version of the vendor, with its standing today."""
+        return read_timeline(self.settings, self.store.open_vendor(vendor_id))
+
+    def document_versions(self, vendor_id: str) -> list[DocumentVersion]:
+        """Every document version the vendor's store holds, current and superseded, with
+        its series and standing: series by series, each newest first."""
+        versions = self.versions_by_key(vendor_id).values()
+        newest = {v.series: v.date for v in versions if v.current}
+        return sorted(versions, reverse=True, key=lambda v: (
+            newest[v.series], v.series, v.current, v.date, v.received_at))
 
     def browse_chunks(self, vendor_id: str, *, contains: str | None = None,
                       doc_type: str | None = None, limit: int = 200) -> list[dict[str, Any]]:

@@ -8,6 +8,8 @@
     rerank        cross-encoder relevance, sorted by score (first-stage order without one)
     later_answers an earlier answer among the chunks gets its criterion's newest answer just
                   ahead of it, within the answer and suggestion chunks' number
+    later_versions an excerpt of a superseded document gets its series' current version's best
+                  excerpt just ahead of it, within the same number
     split         answer chunks [0:qa_answer_n], suggestion chunks [qa_answer_n:+qa_suggestion_n]
 
 The linked follow-ups come first and are returned on their own: they never compete for the
@@ -30,9 +32,10 @@ from core.retrieval.tiers import (
     keep_latest_rounds,
     merge_tiers,
 )
+from core.retrieval.versions import DocumentVersions
 
 QA_STAGES = ("hash_fetch", "first_stage", "followups", "dedupe", "cap", "rerank",
-             "later_answers", "split")
+             "later_answers", "later_versions", "split")
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,9 @@ def run(env: RetrievalEnv, query: Query, timings: Timings | None = None) -> QARe
         shown = answers.with_newest(reranked, query, s.qa_answer_n + s.qa_suggestion_n,
                                     shown=[h.id for h in linked_followups])
         current = answers.current(query)
+    with timings.stage("later_versions"):
+        shown = DocumentVersions.of(env).with_current(
+            shown, query, s.qa_answer_n + s.qa_suggestion_n, pool=reranked)
     with timings.stage("split"):
         answer, suggestions = split(shown, s.qa_answer_n, s.qa_suggestion_n)
     return QAResult(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import UTC, date, datetime
 
 from core.config import Settings
 from core.encoders.rerank import Reranker
@@ -17,6 +18,7 @@ from core.retrieval.stages import RetrievalEnv, Timings
 from core.retrieval.strategies import Strategy
 from core.retrieval.strategies.base import StrategyResult
 from core.retrieval.tiers import Supersession
+from core.retrieval.versions import DocumentVersions, ManifestState, read_timeline
 from core.store import (
     CONSISTENT_READ_ATTEMPTS,
     EvidenceStore,
@@ -25,6 +27,7 @@ from core.store import (
     committed_versions,
     is_committed,
 )
+from core.timeline.series import DocumentVersion
 
 
 def mark_later_answers(env: RetrievalEnv, query: Query, result: StrategyResult
@@ -47,6 +50,15 @@ def mark_later_answers(env: RetrievalEnv, query: Query, result: StrategyResult
             strict=True)])
 
 
+def mark_versions(env: RetrievalEnv, result: StrategyResult) -> StrategyResult:
+    """The result with every document excerpt's standing (its date, its series, whether it
+    is current or stale) and, for a superseded document, its series' current version."""
+    versions = DocumentVersions.of(env)
+    return replace(result, evidence=versions.mark(result.evidence),
+                   first_stage=versions.mark(result.first_stage),
+                   reranked=versions.mark(result.reranked))
+
+
 class StrategyRunner:
     """Runs strategies against the store; per vendor it keeps, until the store says they
     changed, the committed document versions and each follow-up's link (both keyed by the
@@ -61,6 +73,10 @@ class StrategyRunner:
         self._lock = threading.Lock()
         self._committed: dict[str, tuple[str, dict[str, str]]] = {}
         self._warmed: dict[str, str] = {}  # vendor -> generation its linked records were read at
+        # vendor -> (generation, day, its document versions): standing changes with the day.
+        self._timelines: dict[str, tuple[str, date, dict[str, DocumentVersion]]] = {}
+        # vendor -> (generation, its documents and series corrections), read with its versions
+        self._manifests: dict[str, tuple[str, ManifestState]] = {}
 
     def evidence(self, vendor: VendorStore, versions: dict[str, str]) -> VendorEvidence:
         """The vendor's chunks as a candidate source and record reader at these versions."""
@@ -86,6 +102,24 @@ class StrategyRunner:
             self.responses.warm(vendor.vendor_id, records, fingerprints)
         return self.responses.fetch(vendor.vendor_id, records, ids, fingerprints)
 
+    def document_versions(self, vendor: VendorStore, generation: str | None
+                          ) -> dict[str, DocumentVersion]:
+        """The vendor's document versions at this manifest generation (kept until it, or
+        the day, changes)."""
+        today = datetime.now(UTC).date()
+        with self._lock:
+            kept = self._timelines.get(vendor.vendor_id)
+            read = self._manifests.get(vendor.vendor_id)
+        if generation is not None and kept is not None and kept[:2] == (generation, today):
+            return kept[2]
+        manifest = (read[1] if generation is not None and read is not None
+                    and read[0] == generation else ManifestState.read(vendor))
+        versions = read_timeline(self.settings, manifest, today)
+        if generation is not None:
+            with self._lock:
+                self._timelines[vendor.vendor_id] = (generation, today, versions)
+        return versions
+
     def env(self, vendor: VendorStore, generation: str | None, evidence: VendorEvidence,
             search: CandidateSource, reranker: Reranker | None,
             reranker_status: RerankerStatus) -> RetrievalEnv:
@@ -96,7 +130,8 @@ class StrategyRunner:
             records=evidence, reranker=reranker, reranker_status=reranker_status,
             read_links=lambda: self.read_links(vendor, generation),
             read_linked=lambda ids: self.read_linked(vendor, generation, evidence, ids),
-            read_answers=lambda: self.links.read(vendor, generation).answers)
+            read_answers=lambda: self.links.read(vendor, generation).answers,
+            read_versions=lambda: self.document_versions(vendor, generation))
 
     def store_state(self, vendor_id: str | None, embedding_model: str) -> str | None:
         """A value that changes whenever what readers see of the vendor (of every vendor,
@@ -201,6 +236,8 @@ class StrategyRunner:
                 result = strategy.run(env, query, timings)
                 with timings.stage("later_answers"):
                     result = mark_later_answers(env, query, result)
+                with timings.stage("document_versions"):
+                    result = mark_versions(env, result)
             finally:
                 if isinstance(search, HybridSearch):
                     search.close()
@@ -238,8 +275,10 @@ class StrategyRunner:
             cached = self._committed.get(vendor.vendor_id)
         if generation is not None and cached is not None and cached[0] == generation:
             return cached
-        versions = committed_versions(vendor.documents())
+        manifest = ManifestState.read(vendor)
+        versions = committed_versions(manifest.documents)
         if generation is not None:
             with self._lock:
                 self._committed[vendor.vendor_id] = (generation, versions)
+                self._manifests[vendor.vendor_id] = (generation, manifest)
         return generation, versions

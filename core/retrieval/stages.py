@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +14,7 @@ from core.models import BoostOutcome, Candidate, RerankerStatus
 from core.retrieval.links import AnswerIndex, Links
 from core.retrieval.source import CandidateSource, Query, RecordReader, StoredChunk, Where
 from core.store import is_withdrawn
+from core.timeline.series import DocumentVersion
 
 
 @dataclass
@@ -52,6 +53,9 @@ class RetrievalEnv:
     # The answers of each criterion (kept by the runner per generation); None: indexed from
     # `links` once per run.
     read_answers: Callable[[], AnswerIndex] | None = None
+    # The vendor's document versions and their standing (kept by the runner per generation
+    # and day); None: none are read, and excerpts carry no standing.
+    read_versions: Callable[[], Mapping[str, DocumentVersion]] | None = None
     # What a stage computed for the whole run and other stages reuse, by name.
     kept: dict[str, Any] = field(default_factory=dict)
     _links: Links | None = None

@@ -7,8 +7,10 @@ it, and the language model's verdict shown then, if any. Decisions are kept appe
 the vendor's store: none is ever replaced, the latest of a criterion is its current one.
 
 When the criterion's context differs from the one decided on (a new or replaced round linked
-to it, a new version of a document in it), the decision needs re-review, and what changed is
-said in words from the two records; a waiver past its date has expired."""
+to it, a new version of a document in it), or a document it held was superseded or went stale
+since, the decision needs re-review, and what changed is said in words from the two records
+("The 2024 report (soc3-2024.pdf) was superseded by the 2025 report (soc3-2025.pdf)."); a
+waiver past its date has expired."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import json
 import re
 import unicodedata
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import Any, Literal
 
@@ -28,6 +30,7 @@ from core.models import RetrievalTrace, by_round
 from core.review.contradictions import Contradiction, find_contradictions
 from core.review.verdicts import VerdictStatus, prompt_sha256
 from core.store import EvidenceStore
+from core.timeline.series import DocumentVersion
 
 DecisionStatus = Literal["met", "partially_met", "not_met", "no_evidence", "waived"]
 STATUSES: tuple[str, ...] = ("met", "partially_met", "not_met", "no_evidence", "waived")
@@ -58,6 +61,16 @@ class SeenAnswer(BaseModel):
     answer: str
 
 
+class SeenVersion(BaseModel):
+    """A document version that was in the context decided on, and where it stood then."""
+
+    source: str
+    kind: str = "other"
+    date: str = ""
+    current: bool = True
+    stale: str | None = None
+
+
 class Seen(BaseModel):
     """What the context decided on held: rounds, their answers, documents and versions."""
 
@@ -72,6 +85,9 @@ class Seen(BaseModel):
                                           "are excerpts (answers to other questions)")
     excerpt_sources: dict[str, str] = Field(
         default_factory=dict, description="excerpt id -> document, for document excerpts")
+    versions: dict[str, SeenVersion] = Field(
+        default_factory=dict, description="doc_key -> each document version in the context, "
+                                          "with its date and whether it was current and stale")
 
 
 def seen_in(trace: RetrievalTrace) -> Seen:
@@ -83,16 +99,51 @@ def seen_in(trace: RetrievalTrace) -> Seen:
     documents: dict[str, str] = {}
     rounds: dict[str, int] = {}
     sources: dict[str, str] = {}
+    versions: dict[str, SeenVersion] = {}
     for candidate in trace.evidence:
         if candidate.is_followup:
             rounds[candidate.id] = int(candidate.round_number or 0)
             continue
         sources[candidate.id] = candidate.source
         documents.setdefault(candidate.source, str(candidate.metadata.get("doc_sha") or ""))
+        standing = candidate.document
+        if standing is not None:
+            versions.setdefault(str(candidate.metadata.get("doc_key", "")), SeenVersion(
+                source=candidate.source, kind=standing.kind, date=standing.date,
+                current=candidate.later_version is None, stale=standing.stale))
     return Seen(rounds=sorted({a.round_number for a in answers}), answers=answers,
                 documents=dict(sorted(documents.items())),
                 excerpts=[c.id for c in trace.evidence], excerpt_rounds=rounds,
-                excerpt_sources=sources)
+                excerpt_sources=sources, versions=dict(sorted(versions.items())))
+
+
+def _named(kind: str, day: str, source: str) -> str:
+    """"the 2024 report (soc3-2024.pdf)": a document by its year and kind."""
+    word = {"questionnaire_page": "questionnaire page", "other": "document"}.get(kind, kind)
+    year = f"{day[:4]} " if day[:4].isdigit() else ""
+    return f"the {year}{word} ({source})"
+
+
+def version_changes(before: Seen, now: Mapping[str, DocumentVersion]) -> list[str]:
+    """What became of the document versions a decision saw, one sentence each: superseded
+    by a newer version since, or gone stale since ("The report's period ended 2025-08-31,
+    over a year ago.")."""
+    said: list[str] = []
+    for doc_key, seen in before.versions.items():
+        version = now.get(doc_key)
+        if version is None:
+            continue
+        if seen.current and version.later_version is not None:
+            later = version.later_version
+            newer = next((v for v in now.values() if v.current and v.series == version.series),
+                         None)
+            kind = newer.kind if newer is not None else version.kind
+            first = _named(seen.kind, seen.date, seen.source)
+            said.append(f"{first[0].upper()}{first[1:]} was superseded by "
+                        f"{_named(kind, later.date or '', later.source)}.")
+        elif version.stale and version.stale != seen.stale:
+            said.append(version.stale)
+    return said
 
 
 def _lead(answer: str) -> str:
@@ -329,6 +380,7 @@ class DecisionLog:
 
 Retrieve = Callable[[str, str, str], RetrievalTrace]
 StatusOf = Callable[[RetrievalTrace], VerdictStatus]
+VersionsOf = Callable[[str], Mapping[str, DocumentVersion]]
 
 
 def today() -> date:
@@ -339,11 +391,13 @@ class Reviewing:
     """Record decisions on what a retrieval shows now, and say which still hold."""
 
     def __init__(self, store: EvidenceStore, retrieve: Retrieve, verdict_of: StatusOf,
-                 reviewer: str | None = None) -> None:
+                 reviewer: str | None = None, versions_of: VersionsOf | None = None) -> None:
         self.store = store
         self.retrieve = retrieve
         self.verdict_of = verdict_of
         self.reviewer = reviewer
+        # The vendor's document versions by doc_key now: what a decision's documents became.
+        self.versions_of = versions_of
 
     def decide(self, vendor_id: str, criterion: str, status: str, *, strategy: str,
                note: str | None = None, until: str | None = None,
@@ -371,18 +425,22 @@ class Reviewing:
         return self.view(log.history(decision.criterion_hash), trace, shown=shown)
 
     def view(self, history: Sequence[Decision], trace: RetrievalTrace,
-             today: date | None = None, shown: VerdictStatus | None = None) -> DecisionView:
+             today: date | None = None, shown: VerdictStatus | None = None,
+             versions: Mapping[str, DocumentVersion] | None = None) -> DecisionView:
         """The latest of a criterion's decisions, in the state the retrieval `trace` (run now,
-        with the decision's strategy) puts it; `shown` is the verdict for `trace`, when it was
-        read already."""
+        with the decision's strategy) puts it; `shown` is the verdict for `trace`, and
+        `versions` the vendor's document versions now, when they were read already."""
         latest = history[-1]
         day = today if today is not None else datetime.now(UTC).date()
         changes: list[str] = []
+        if versions is None and self.versions_of is not None and latest.seen.versions:
+            versions = self.versions_of(trace.vendor_id)
+        moved = version_changes(latest.seen, versions) if versions else []
         if latest.status == "waived" and latest.until and date.fromisoformat(latest.until) < day:
             state: DecisionState = "expired"
-        elif context_sha256(trace.context) != latest.context_sha256:
+        elif context_sha256(trace.context) != latest.context_sha256 or moved:
             state = "needs_review"
-            changes = changes_between(latest.seen, seen_in(trace)) or [
+            changes = [*moved, *changes_between(latest.seen, seen_in(trace))] or [
                 "The context's text changed (its excerpts, or their order)."]
         else:
             state = "current"
@@ -404,9 +462,11 @@ class Reviewing:
         by_criterion: dict[str, list[Decision]] = {}
         for decision in log.all():
             by_criterion.setdefault(decision.criterion_hash, []).append(decision)
+        versions = (self.versions_of(log.vendor_id)
+                    if self.versions_of is not None and by_criterion else None)
         views = []
         for history in by_criterion.values():
             latest = history[-1]
             views.append(self.view(history, self.retrieve(log.vendor_id, latest.criterion,
-                                                           latest.strategy)))
+                                                           latest.strategy), versions=versions))
         return views

@@ -10,8 +10,10 @@ from xml.sax.saxutils import escape
 from core.models import (
     Candidate,
     CurrentAnswer,
+    DocumentStanding,
     FollowupHit,
     LaterAnswer,
+    LaterVersion,
     by_round,
     parse_iso_timestamp,
 )
@@ -242,10 +244,61 @@ def answer_standing(round_number: int, timestamp: str, later: LaterAnswer | None
     return f"{when}, the current answer" if current else when
 
 
+_KIND_WORDS = {"report": "report", "certificate": "certificate", "policy": "policy",
+               "letter": "letter", "questionnaire_page": "questionnaire page",
+               "other": "document"}
+
+
+def document_date(standing: DocumentStanding) -> str:
+    """A document's date as a reader needs it: "report for the period 2024-04-01 to
+    2025-03-31", "certificate issued 2024-05-16, valid until 2027-05-14", "policy reviewed
+    2025-06-18", "document received 2026-01-05, date not stated"."""
+    kind = _KIND_WORDS.get(standing.kind, "document")
+    basis, day = standing.date_basis, standing.date
+    if basis == "period_end" and standing.period_start:
+        said = f"for the period {standing.period_start} to {day}"
+    elif basis == "period_end":
+        said = f"for the period ending {day}"
+    elif basis == "as_of" and standing.kind == "certificate":
+        said = f"issued {day}"
+    elif basis == "as_of":
+        said = f"dated {day}" if standing.kind == "letter" else f"as of {day}"
+    elif basis == "reviewed_on":
+        said = f"reviewed {day}"
+    elif basis == "corrected":
+        said = f"dated {day} (by a reviewer)"
+    else:
+        said = f"received {day}, date not stated"
+    if standing.valid_until:
+        said += f", valid until {standing.valid_until}"
+    return f"{kind} {said}"
+
+
+def version_note(standing: DocumentStanding, later: LaterVersion | None) -> str:
+    """Where a document version stands, in words a model reads without order: "SUPERSEDED
+    report for the period ...; the current version is soc3-2025.pdf (2025-03-31)", "CURRENT
+    VERSION ..." where its series has earlier versions, "STALE: ..." where it went stale."""
+    said = document_date(standing)
+    if later is not None:
+        said = (f"SUPERSEDED {said}; the current version is {one_line(later.source)}"
+                + (f" ({later.date})" if later.date else ""))
+    elif standing.earlier_versions:
+        said = f"CURRENT VERSION, {said}"
+    if standing.stale:
+        said += f"; STALE: {standing.stale.rstrip('.')}"
+    return said
+
+
 def excerpt_label(candidate: Candidate, current_id: str | None = None) -> str:
     """An excerpt's label in the project's layout: a follow-up answer names its round, date
-    and standing, and one brought in says whose newest answer it is."""
+    and standing, and one brought in says whose newest answer it is; a document's excerpt
+    names its date and where its version stands."""
     label = evidence_source(candidate)
+    if candidate.document is not None:
+        said = version_note(candidate.document, candidate.later_version)
+        if candidate.brought_in and candidate.later_version is None:
+            said += ", brought in ahead of an excerpt of an earlier version"
+        return f"{label}: {said}"
     if not candidate.is_followup or candidate.round_number is None:
         return label
     standing = answer_standing(candidate.round_number,
@@ -307,7 +360,13 @@ before a later round answered the same criterion. The order of the responses doe
 which is newest; the labels do.
 
 IMPORTANT: If an earlier answer conflicts with the current answer, the current answer is the
-vendor's position; note the conflict as a contradiction."""
+vendor's position; note the conflict as a contradiction.
+
+Each document excerpt below is labelled with its date. An excerpt labelled SUPERSEDED comes
+from an earlier version of a document (last year's report, a replaced certificate, a policy's
+previous version); its label names the current version, which states the vendor's evidence
+now. An excerpt labelled STALE is the newest version there is, but its period ended long ago
+or it has expired: say so."""
 
 _OWN_PROMPT_TAIL = """Assess whether this criterion is MET, NOT_MET, or INCONCLUSIVE.
 Base the verdict on the CURRENT ANSWER where it speaks to the criterion, and on the
@@ -373,7 +432,7 @@ def format_current_prompt(criterion: str, current: CurrentAnswer | None,
     numbered as their context entries are."""
     answers = [c for c in evidence if c.is_followup and c.round_number is not None]
     documents = "\n\n".join(
-        f"[Document {e.index}: {one_line(e.label)}]\n  {quoted(e.excerpt.text)}"
+        f"[Document {e.index}: {one_line(excerpt_label(e.excerpt))}]\n  {quoted(e.excerpt.text)}"
         for e in context_entries(evidence, []) if e.excerpt is not None
         and not (e.excerpt.is_followup and e.excerpt.round_number is not None))
     return "\n\n".join([

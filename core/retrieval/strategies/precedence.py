@@ -1,6 +1,7 @@
 """The default: every hash-linked follow-up fetched by metadata, tiered, documents boosted,
 follow-ups last in the context, which leads with the criterion's current answer; an earlier
-answer among the excerpts has the newest answer to its criterion just ahead of it."""
+answer among the excerpts has the newest answer to its criterion just ahead of it, and an
+excerpt of a superseded document the current version's best excerpt."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from core.retrieval.tiers import (
     keep_latest_rounds,
     merge_tiers,
 )
+from core.retrieval.versions import DocumentVersions
 
 
 def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
@@ -73,6 +75,10 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
         # An earlier answer among the excerpts has its criterion's newest answer just ahead.
         evidence = Supersession.of(env).with_newest(evidence, query, s.top_reranked_n,
                                                     shown=[h.id for h in kept])
+    with timings.stage("later_versions"):
+        # An excerpt of a superseded document has its series' current version just ahead.
+        evidence = DocumentVersions.of(env).with_current(evidence, query, s.top_reranked_n,
+                                                         pool=boosted)
     return StrategyResult(
         evidence=evidence, followups=context_order(kept), first_stage=hits, reranked=boosted,
         hash_path=hash_hits, boost=boost,

@@ -333,7 +333,8 @@ def _evidence(candidate: Candidate, boosts: dict[str, float]) -> AnswerEvidence:
         round_number=candidate.round_number if candidate.is_followup else None,
         answered_at=(str(candidate.metadata.get("timestamp", "")) if candidate.is_followup
                      else None),
-        later_answer=candidate.later_answer, brought_in=candidate.brought_in)
+        later_answer=candidate.later_answer, brought_in=candidate.brought_in,
+        later_version=candidate.later_version, document=candidate.document)
 
 
 def _topic(turns: list[AskTurn]) -> list[AskTurn]:

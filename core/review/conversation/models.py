@@ -6,7 +6,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from core.models import CurrentAnswer, FollowupHit, LaterAnswer
+from core.models import (
+    CurrentAnswer,
+    DocumentStanding,
+    FollowupHit,
+    LaterAnswer,
+    LaterVersion,
+)
 
 Role = Literal["user", "assistant"]
 DecidedBy = Literal["first_turn", "rules", "llm"]
@@ -69,7 +75,13 @@ class AnswerEvidence(BaseModel):
                           "stands just ahead of it")
     brought_in: str | None = Field(
         None, description="the id of the earlier answer this newest answer was brought in "
-                          "for (no search ranked it)")
+                          "for, or of the superseded document's excerpt this current "
+                          "version's excerpt was brought in for (no search ranked it)")
+    later_version: LaterVersion | None = Field(
+        None, description="for an excerpt of a superseded document: its series' current "
+                          "version, whose best excerpt stands just ahead of it")
+    document: DocumentStanding | None = Field(
+        None, description="for a document's excerpt: its kind, date and standing")
 
 
 class AskTurn(BaseModel):
