@@ -7,7 +7,6 @@ the reviewer asks to skip them."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,24 +34,14 @@ from core.ingest.rounds.table_round import (
 )
 from core.ingest.rounds.tables import is_spreadsheet
 from core.ingest.rounds.vsaq import definition_for, read_answers, read_vsaq
+from core.ingest.rounds.web_pages import is_web_page, page_text, read_page_questionnaire
 from core.ingest.writer import EvidenceWriter
 from core.models import FOLLOWUP_SOURCE_TYPE, PayloadLimits, StoredRecord
 from core.reports import Progress
 from core.store import StoredChunk, Where, check_vendor_id
 
-QUESTIONNAIRE_LIST = ".xlsx, .csv or .json"
+QUESTIONNAIRE_LIST = ".xlsx, .csv or .json, or a PDF or web page holding question ids"
 _OFFICE_LOCK = "~$"  # the lock file Office leaves beside a workbook that is open
-
-# What a document is, from its name or its first text: the first kind that matches.
-_KINDS = (
-    ("report", re.compile(r"\bsoc[ _-]?[123]\b|service organi[sz]ation control|penetration "
-                          r"test|\bpen[ _-]?test|\breport\b|bridge letter", re.IGNORECASE)),
-    ("certificate", re.compile(r"certificat|attestation of compliance|\baoc\b|"
-                               r"authori[sz]ation letter", re.IGNORECASE)),
-    ("policy", re.compile(r"polic(y|ies)|procedure|standard|\bplan\b|handbook|charter|"
-                          r"program(me)?\b|continuity|disaster recovery", re.IGNORECASE)),
-)
-
 
 @dataclass(frozen=True)
 class PackageFile:
@@ -62,7 +51,8 @@ class PackageFile:
     file: str  # its path inside the package, as it is named in every line and sentence
     became: str  # document | round | skipped
     reason: str
-    layout: str | None = None  # policy | report | certificate | document, or the questionnaire
+    layout: str | None = None  # policy | report | certificate | letter | questionnaire_page |
+    # document (the document's kind), or the questionnaire's layout
     unreadable: bool = False
     document: PreparedDocument | None = None
     round: LoadedRound | None = None
@@ -223,10 +213,24 @@ def _sort_file(path: Path, name: str, vendor_id: str, timestamp: str, limits: Pa
         if found.looks_like:
             kept_why = (f" It looks like a questionnaire and was kept as a document: "
                         f"{found.reason}.")
+    if is_web_page(path):
+        data = read_user_file(path, max_bytes=settings.max_document_bytes, what="a document")
+        page = read_page_questionnaire(name, page_text(path, data))
+        if page.read is not None:
+            read = layout_round(name, page.read, vendor_id=vendor_id, round_number=1,
+                                timestamp=timestamp, limits=limits)
+            return PackageFile(name, "round", f"a questionnaire ({read.layout}): "
+                               f"{_count(len(read.payload.responses), 'answer')}.",
+                               layout=read.layout,
+                               round=LoadedRound(read.payload, name, read.notes),
+                               preview=read.preview())
+        if page.looks_like:
+            kept_why = (f" It holds question ids and was kept as a document: "
+                        f"{page.reason}.")
     if suffix in SUPPORTED_SUFFIXES:
         document = prepare_document(DocumentFile(path, name), settings.chunk_size,
                                     settings.chunk_overlap, max_bytes=settings.max_document_bytes)
-        kind = document_kind(name, document.chunks[0].text if document.chunks else "")
+        kind = document.facts.kind if document.facts.kind != "other" else "document"
         return PackageFile(name, "document", _document_reason(document, kind) + kept_why,
                            layout=kind,
                            document=document,
@@ -275,19 +279,17 @@ def _json_round(path: Path, name: str, vendor_id: str, timestamp: str,
                                 for i, r in enumerate(payload.responses, start=1)])
 
 
-def document_kind(name: str, first_text: str) -> str:
-    """policy, report or certificate, from the file's name and then its first text; else
-    document."""
-    for text in (Path(name).stem.replace("_", " "), first_text[:2000]):
-        for kind, pattern in _KINDS:
-            if pattern.search(text):
-                return kind
-    return "document"
+_DATED = {"period_end": "period ending", "as_of": "dated", "reviewed_on": "reviewed"}
 
 
 def _document_reason(document: PreparedDocument, kind: str) -> str:
     what = {"report": "a report", "certificate": "a certificate", "policy": "a policy document",
+            "letter": "a letter", "questionnaire_page": "a questionnaire page",
             "document": "a document"}[kind]
+    facts = document.facts
+    dated = facts.stated_date
+    if dated is not None:
+        what += f" ({_DATED[dated[1]]} {dated[0]})"
     chunks = _count(len(document.chunks), "chunk")
     if document.pages is None:
         return f"{what}: {chunks}."

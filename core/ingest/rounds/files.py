@@ -1,6 +1,6 @@
 """Round files read and validated before anything is written: JSON payloads as they are, .csv
-and .xlsx spreadsheets and VSAQ answer files under the vendor, round and time given for
-them."""
+and .xlsx spreadsheets, questionnaires printed in a PDF or published as a web page, and VSAQ
+answer files under the vendor, round and time given for them."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from core.ingest.rounds.table_round import (
 )
 from core.ingest.rounds.tables import is_spreadsheet
 from core.ingest.rounds.vsaq import read_answers, read_vsaq
+from core.ingest.rounds.web_pages import is_web_page, page_text, read_page_questionnaire
 from core.models import PayloadLimits, QuestionnairePayload
 
 
@@ -48,6 +49,19 @@ def _pdf_round(file: Path, limits: PayloadLimits, **given: Any) -> SpreadsheetRo
     return layout_round(name, found.read, limits=limits, **given)
 
 
+def _page_round(file: Path, limits: PayloadLimits, **given: Any) -> SpreadsheetRound:
+    """A questionnaire published as a web page (Markdown or HTML), read as a round; a page
+    that holds none is refused in one sentence that says how to ingest it instead."""
+    name = shown_path(file)
+    data = read_user_file(file, max_bytes=limits.max_bytes, what="a questionnaire round")
+    found = read_page_questionnaire(name, page_text(file, data))
+    if found.read is None:
+        raise UserInputError(
+            f"{name} holds no questionnaire answers keyed by question ids ({found.reason}); "
+            "ingest it as a document with `evidence ingest docs`.")
+    return layout_round(name, found.read, limits=limits, **given)
+
+
 def load_rounds(files: Iterable[Path | str], limits: PayloadLimits, *,
                 vendor_id: str | None = None, round_number: int | None = None,
                 timestamp: str | None = None, columns: str | None = None,
@@ -58,7 +72,8 @@ def load_rounds(files: Iterable[Path | str], limits: PayloadLimits, *,
     files = [Path(f) for f in files]
     vsaq = {f: answers for f in files if not is_spreadsheet(f)
             for answers in [read_answers(f)] if answers is not None}
-    tables = [f for f in files if is_spreadsheet(f) or f in vsaq or _is_pdf(f)]
+    tables = [f for f in files if is_spreadsheet(f) or f in vsaq or _is_pdf(f)
+              or is_web_page(f)]
     mapping = ColumnMapping.parse(columns) if columns is not None else None
     given = [option for option, value in (("--vendor", vendor_id), ("--round", round_number),
                                           ("--timestamp", timestamp), ("--columns", columns),
@@ -67,11 +82,12 @@ def load_rounds(files: Iterable[Path | str], limits: PayloadLimits, *,
     if not tables and given:
         raise UserInputError(
             f"{' and '.join(given)} {'applies' if len(given) == 1 else 'apply'} only to "
-            ".csv and .xlsx rounds and VSAQ answer files; a JSON round names its own vendor, "
-            "round and time.")
+            ".csv and .xlsx rounds, questionnaires in a PDF or a web page (.md, .html) and "
+            "VSAQ answer files; a JSON round names its own vendor, round and time.")
     if tables and (vendor_id is None or round_number is None):
         what = ("a VSAQ answers file" if tables[0] in vsaq else "a questionnaire in a PDF"
-                if _is_pdf(tables[0]) else "a spreadsheet round")
+                if _is_pdf(tables[0]) else "a questionnaire published as a web page"
+                if is_web_page(tables[0]) else "a spreadsheet round")
         raise UserInputError(
             f"{shown_path(tables[0])} is {what}; give --vendor and --round "
             "for it (and --timestamp for when it was answered, default now).")
@@ -87,6 +103,14 @@ def load_rounds(files: Iterable[Path | str], limits: PayloadLimits, *,
         elif _is_pdf(file):
             read = _pdf_round(file, limits, vendor_id=vendor_id, round_number=round_number,
                               timestamp=timestamp)
+            rounds.append(LoadedRound(read.payload, shown_path(file), list(read.notes),
+                                      layout=read.layout, first_answers=read.preview()))
+        elif is_web_page(file):
+            if columns is not None or sheets:
+                raise UserInputError(f"{shown_path(file)} is a web page, not a .csv or .xlsx "
+                                     "table; --columns and --sheet apply only to one.")
+            read = _page_round(file, limits, vendor_id=vendor_id, round_number=round_number,
+                               timestamp=timestamp)
             rounds.append(LoadedRound(read.payload, shown_path(file), list(read.notes),
                                       layout=read.layout, first_answers=read.preview()))
         elif file in vsaq:

@@ -2,9 +2,8 @@
 vendor's own export of its answers): its table read back into answers, one per question id,
 each with its page and its row on that page.
 
-The table's rows are read off its pages' words and ruling lines by `pdf_rows`. The header names
-the columns as a workbook's header does (the layouts of `layouts`); without a standard header
-the column of Yes / No answers is the answer and the columns after it are its explanation.
+The table's rows are read off its pages' words and ruling lines by `pdf_rows`; what each
+column holds is decided as for any table of question ids (`id_tables`).
 
 pdfplumber parses every character of a page, 0.1 to 0.35 s a page on the CAIQs measured
 (benchmarks/README.md): 8 to 13 s for a CAIQ of 75 pages. So a PDF whose first `SCAN_PAGES`
@@ -23,14 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.errors import UserInputError
-from core.ingest.rounds.answers import (
-    Layout,
-    LayoutAnswer,
-    LayoutRead,
-    joined_answer,
-    one_per_id,
-)
-from core.ingest.rounds.layouts import LAYOUTS
+from core.ingest.rounds.answers import Layout, LayoutRead, one_per_id
+from core.ingest.rounds.id_tables import IdRow, generic_roles, row_answers, standard_roles
 from core.ingest.rounds.pdf_rows import (
     ANY_ID,
     Columns,
@@ -50,21 +43,10 @@ from core.ingest.rounds.pdf_rows import (
     running_footers,
     table_records,
 )
-from core.ingest.rounds.tables import header_key
 
 MAX_PAGES = 300
 SCAN_PAGES = 12  # pages searched for a column of ids before the PDF is taken for a document
 MIN_IDS = 3  # ids in one column for a table of questions
-
-# A table without a standard header: the words naming its columns, and an answer's first word.
-_QUESTION_HEADERS = ("question", "requirement", "control", "criteria", "criterion", "item")
-_ANSWER_HEADERS = ("answer", "response", "reply", "yes/no", "compliant", "compliance",
-                   "applicable")
-_NOTE_HEADERS = ("note", "comment", "explanation", "additional", "detail", "remark",
-                 "justification", "description", "evidence", "implementation", "clarification")
-_ANSWER_WORDS = frozenset({"yes", "no", "n/a", "na", "not", "partial", "partially", "y", "n",
-                           "true", "false", "planned", "compliant", "applicable"})
-
 
 @dataclass(frozen=True)
 class PdfQuestionnaire:
@@ -136,12 +118,14 @@ def _questionnaire(pages: list[Page], total: int) -> PdfQuestionnaire:
     columns = Columns(edges)
     headers = header_texts(tables, columns)
     records = table_records(tables, columns, running_footers(pages))
-    standard = _standard_roles(headers)
+    vocabulary = frozenset(bare(w.text) for table in tables for w in table.page.words)
+    rows = _id_rows(records, vocabulary)
+    standard = standard_roles(headers)
     layout: Layout | None = None
     if standard is not None:
         layout, roles = standard
     else:
-        generic = _generic_roles(headers, records, len(edges))
+        generic = generic_roles(headers, rows, len(edges))
         if generic is None and not headers and not any(
                 re.search("[A-Za-z]", i.text) for ids in found.values() for i in ids):
             # Numbers alone ("1.2" set apart from "Scope"): the headings of a document.
@@ -151,8 +135,7 @@ def _questionnaire(pages: list[Page], total: int) -> PdfQuestionnaire:
             return PdfQuestionnaire(None, True, f"{lost} no column of answers beside them "
                                     "can be read")
         roles = generic
-    vocabulary = frozenset(bare(w.text) for table in tables for w in table.page.words)
-    answers, notes = _answers(records, roles, layout, vocabulary)
+    answers, notes = row_answers(rows, roles, layout)
     if not answers:
         return PdfQuestionnaire(None, True, f"{lost} no answer to them can be read from the "
                                 "table")
@@ -189,115 +172,22 @@ def _read_pages(data: bytes) -> tuple[list[Page], int]:
     return pages, total
 
 
-# What the columns hold ----------------------------------------------------------------------
+# Rows as answers ---------------------------------------------------------------------------
 
-def _standard_roles(headers: dict[int, str]) -> tuple[Layout, dict[int, str]] | None:
-    """The standard layout the header names, and the field of each of its columns: "id",
-    "question", "answer", "explanation", ... Compared without spaces, as a narrow column
-    breaks "Question" into "Questi" over "on"."""
-    keys = {column: "".join(header_key(text).split()) for column, text in headers.items()}
-    for layout in LAYOUTS:
-        if layout.choices:  # answers marked by an "x" under Yes / No: not read from a PDF
-            continue
-        roles: dict[int, str] = {}
-        for name, accepted in layout.headers.items():
-            wanted = {"".join(a.split()) for a in accepted}
-            found = sorted(c for c, key in keys.items() if key in wanted and c not in roles)
-            if not found:
-                continue
-            if name == "explanation":
-                for number, column in enumerate(found, start=1):
-                    roles[column] = "explanation" if number == 1 else f"explanation_{number}"
-            else:
-                roles[found[0]] = name
-        for name, column in layout.fixed.items():
-            if name not in roles.values() and column not in roles:
-                roles[column] = name
-        if all(name in roles.values() for name in ("id", *layout.required)):
-            return layout, roles
-    return None
-
-
-def _generic_roles(headers: dict[int, str], records: Sequence[Record],
-                   count: int) -> dict[int, str] | None:
-    """The fields of a table without a standard header: the id first, then the question,
-    the answer (named so, or the column whose cells begin Yes / No in half the rows at
-    least), and its explanation in the columns after it that are notes or have no header.
-    Other named columns are kept by their headers."""
-    keys = {column: header_key(text) for column, text in headers.items()}
-    filled = [c for c in range(1, count) if any(r.cells.get(c) for r in records)]
-    if not filled:
-        return None
-    question = next((c for c in filled if any(h in keys.get(c, "") for h in _QUESTION_HEADERS)),
-                    filled[0])
-    later = [c for c in filled if c > question]
-    answer = next((c for c in later if any(h in keys.get(c, "") for h in _ANSWER_HEADERS)),
-                  None)
-    if answer is None:
-        scores = {c: sum(_first_word(r, c) in _ANSWER_WORDS for r in records) for c in later}
-        best = max(later, key=lambda c: scores[c], default=None)
-        if best is not None and scores[best] * 2 >= len(records):
-            answer = best
-    if answer is None:
-        return None
-    roles = {0: "id", question: "question", answer: "answer"}
-    notes = 0
-    for column in later:
-        key = keys.get(column, "")
-        if column > answer and (not key or any(h in key for h in _NOTE_HEADERS)):
-            notes += 1
-            roles[column] = "explanation" if notes == 1 else f"explanation_{notes}"
-        elif column != answer and key:
-            roles[column] = key
-    return roles
-
-
-def _first_word(record: Record, column: int) -> str:
-    words = sorted((w for _, w in record.cells.get(column, [])), key=lambda w: (w.top, w.x0))
-    return words[0].text.lower().strip(".,;:!-") if words else ""
-
-
-# Answers ------------------------------------------------------------------------------------
-
-def _answers(records: Sequence[Record], roles: dict[int, str], layout: Layout | None,
-             vocabulary: frozenset[str]) -> tuple[list[LayoutAnswer], list[str]]:
-    """Each row as an answer, its explanation joined after it; rows without a question or an
-    answer are left out, and a note says which."""
-    label = layout.answer_label if layout else None
-    answers: list[LayoutAnswer] = []
-    unanswered: list[str] = []
-    unasked: list[str] = []
+def _id_rows(records: Sequence[Record], vocabulary: frozenset[str]) -> list[IdRow]:
+    """Each record's cells as text, a row cut by a page break joined across its pages."""
+    rows = []
     for record in records:
-        texts: dict[str, str] = {}
-        for column, role in roles.items():
+        cells = {}
+        for column, words in record.cells.items():
             by_page: dict[int, list[Word]] = {}
-            for page, word in record.cells.get(column, []):
+            for page, word in words:
                 by_page.setdefault(page, []).append(word)
-            text = " ".join(cell_text(words, vocabulary) for _, words in sorted(by_page.items()))
+            text = " ".join(cell_text(ws, vocabulary) for _, ws in sorted(by_page.items()))
             if text:
-                texts[role] = text
-        explanation = " ".join(texts[r] for r in sorted(texts) if r.startswith("explanation"))
-        answer = joined_answer(texts.get("answer", ""), explanation, label)
-        if not texts.get("question"):
-            unasked.append(record.identifier)
-        elif not answer:
-            unanswered.append(record.identifier)
-        else:
-            extras = {role: text for role, text in texts.items()
-                      if role not in ("id", "question", "answer")
-                      and not role.startswith("explanation")
-                      and (layout is None or role in layout.extras)}
-            answers.append(LayoutAnswer(questionnaire_id=record.identifier,
-                                        question=texts["question"], answer=answer,
-                                        sheet=f"page {record.page}", row=record.row,
-                                        extras=extras))
-    notes = []
-    for ids, what in ((unanswered, "have no answer and are not part of the round"),
-                      (unasked, "have no question text that could be read, and are left out")):
-        if ids:
-            shown = ", ".join(ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
-            notes.append(f"{len(ids)} question(s) {what} ({shown}).")
-    return answers, notes
+                cells[column] = text
+        rows.append(IdRow(record.identifier, f"page {record.page}", record.row, cells))
+    return rows
 
 
 def _pages_of(records: Sequence[Record]) -> list[int]:
