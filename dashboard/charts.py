@@ -138,7 +138,8 @@ def rounds_timeline_figure(rows: Sequence[RoundRow]) -> go.Figure:
 
 
 def library_counts_figure(by_type: Mapping[str, Mapping[str, int]]) -> go.Figure:
-    """Stacked chunk counts per vendor by `type`."""
+    """Stacked record counts per vendor by kind of record, named in words ("vendor document",
+    "round 4 answer")."""
     types = sorted({t for counts in by_type.values() for t in counts})
     vendors = list(by_type)
     fig = go.Figure([

@@ -29,6 +29,7 @@ from core.reports import VendorStatus
 from core.retrieval.strategies import STRATEGIES
 from core.review.decisions import Decision, DecisionLog, DecisionView
 from core.store import EvidenceStore
+from core.timeline.series import DocumentVersion
 from core.workbench import Workbench
 
 CRITERIA_FILE = DEFAULT_SAMPLE_DIR / "criteria.txt"
@@ -107,13 +108,28 @@ def vendor_statuses() -> list[VendorStatus]:
 # so a page cannot alter another's.
 
 @on_store_state(per_vendor=True, show_spinner="Retrieving...")
-def _trace_json(vendor_id: str, criterion: str, strategy: str) -> dict:
+def _trace_json(vendor_id: str, criterion: str, strategy: str, day: str) -> dict:
     return get_workbench().retrieve(vendor_id, criterion, strategy).to_json_dict()
 
 
 def retrieve(vendor_id: str, criterion: str, strategy: str) -> RetrievalTrace:
-    """A (cached) trace; copies are handed out, so a page cannot alter another's."""
-    return RetrievalTrace.model_validate(_trace_json(vendor_id, criterion, strategy))
+    """A (cached) trace; copies are handed out, so a page cannot alter another's. It is kept
+    for the day: a document's standing (stale, expired) moves with the date."""
+    return RetrievalTrace.model_validate(_trace_json(vendor_id, criterion, strategy,
+                                                     _today().isoformat()))
+
+
+@on_store_state(per_vendor=True)
+def _versions_json(vendor_id: str, day: str) -> list[dict]:
+    return [v.model_dump(mode="json")
+            for v in get_workbench().catalog.document_versions(vendor_id)]
+
+
+def document_versions(vendor_id: str) -> list[DocumentVersion]:
+    """Every document version of the vendor with its series and standing today (cached
+    until a write or the next day)."""
+    return [DocumentVersion.model_validate(v)
+            for v in _versions_json(vendor_id, _today().isoformat())]
 
 
 @on_store_state(per_vendor=True)

@@ -1,5 +1,6 @@
-"""Evidence library: what the store holds per vendor, uploads of documents and questionnaire
-rounds, and a browser over the stored chunks."""
+"""Evidence library: what the store holds per vendor, its documents in time (each series with
+its current and earlier versions, what is stale, and a reviewer's corrections), uploads of
+documents and questionnaire rounds, and a browser over the stored chunks."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from core.ingest.uploads import (
     ingest_uploaded_questionnaires,
 )
 from core.reports import Progress, QuestionnaireIngestReport, VendorStatus
+from core.timeline.series import DocumentVersion
 from core.trace.analysis import kind_label
+from core.trace.context import document_date
 from core.workbench import Workbench
 from dashboard import actions, auth, charts, resources, widgets
 from dashboard.selection import selected_vendor
@@ -130,7 +133,8 @@ def show_counts(workbench: Workbench, statuses: Sequence[VendorStatus]) -> None:
     st.dataframe(vendor_table(statuses), hide_index=True)
     chart, by_type = st.columns([3, 2])
     chart.plotly_chart(charts.library_counts_figure(
-        {s.vendor_id: s.by_type for s in statuses}), key="counts_figure")
+        {s.vendor_id: {kind_label(t): n for t, n in s.by_type.items()} for s in statuses}),
+        key="counts_figure")
     with by_type:
         st.markdown("**Records by type**")
         st.dataframe(type_table(statuses), hide_index=True)
@@ -139,6 +143,109 @@ def show_counts(workbench: Workbench, statuses: Sequence[VendorStatus]) -> None:
     if any(s.incomplete_chunks for s in statuses):
         st.warning("Some chunks belong to an interrupted ingest and are not counted; "
                    "ingesting the same files again completes it.")
+
+
+STANDING_HELP = ("Current: the newest version of its series. Superseded: a newer version "
+                 "of the same evidence (next year's report, a re-issued certificate, the "
+                 "policy's next version) replaced it. Stale: the newest there is, but a "
+                 "report whose period ended over a year ago, or a certificate past its expiry.")
+
+
+def standing_text(version: DocumentVersion) -> str:
+    """A version's standing in words: current, superseded by what, stale and why."""
+    if version.later_version is not None:
+        said = f"superseded by {version.superseded_by.source} ({version.superseded_by.date})" \
+            if version.superseded_by else "superseded"
+    else:
+        said = "current"
+    return f"{said}; stale: {version.stale}" if version.stale else said
+
+
+def versions_table(versions: Sequence[DocumentVersion]) -> pd.DataFrame:
+    """One row per document version, series by series, each newest first: its date as its
+    text states it, its standing, who issued it and what an auditor's report says."""
+    return pd.DataFrame([{
+        "Series": v.series,
+        "Document": v.source,
+        "Standing": standing_text(v),
+        "Date": document_date(v.standing()),
+        "Kind": v.kind.replace("_", " "),
+        "Title": v.title or "",
+        "Issuer": v.issuer or "",
+        "Opinion": v.opinion or "",
+        "Matters": " | ".join(v.matters),
+        "Received": v.received_at[:10],
+        "Corrected": ", ".join(f"{k}: {val}" for k, val in v.corrected.items()),
+    } for v in versions], columns=["Series", "Document", "Standing", "Date", "Kind", "Title",
+                                   "Issuer", "Opinion", "Matters", "Received", "Corrected"])
+
+
+def show_documents_in_time(statuses: Sequence[VendorStatus], vendor: str | None) -> None:
+    """Each series of the vendor's documents with its current and earlier versions, what is
+    stale, and the form to correct a series the workbench read wrong."""
+    st.subheader("Documents in time")
+    vendors = [s.vendor_id for s in statuses]
+    if not vendors:
+        st.info("No documents yet.")
+        return
+    chosen = st.selectbox("Vendor", vendors, key="versions_vendor",
+                          index=vendors.index(vendor) if vendor in vendors else 0)
+    versions = resources.document_versions(chosen)
+    if not versions:
+        st.info(f"Vendor {chosen} holds no documents, only questionnaire answers.")
+        return
+    series = len({v.series for v in versions})
+    earlier = sum(not v.current for v in versions)
+    st.caption(f"{len(versions)} document versions in {series} series; {earlier} superseded. "
+               "A series is read from what each document says of itself (its kind, the "
+               "standard it attests to, its title and scope), not from its file name. "
+               + STANDING_HELP)
+    stale = [v for v in versions if v.stale]
+    if stale:
+        st.warning("**Stale evidence:**\n" + "\n".join(
+            f"- {plain(v.source)}: {plain(v.stale)}" for v in stale), icon=":material/history:")
+    st.dataframe(versions_table(versions), hide_index=True, key="versions_table",
+                 column_config={
+                     "Standing": st.column_config.TextColumn(help=STANDING_HELP),
+                     "Matters": st.column_config.TextColumn(width="large"),
+                     "Title": st.column_config.TextColumn(width="medium")})
+    if auth.may("decide", chosen):
+        correction_form(chosen, versions)
+
+
+def correction_form(vendor_id: str, versions: Sequence[DocumentVersion]) -> None:
+    """Move a document to another series (or a new one), date it, or undo a correction."""
+    with st.expander("Correct a series the workbench read wrong"):
+        keys = [v.doc_key for v in versions]
+        named = {v.doc_key: f"{v.source} ({document_date(v.standing())})" for v in versions}
+        target = st.selectbox("Document", keys, format_func=named.get, key="correct_document")
+        what = st.radio("Correction", ["Move it to a series", "Date it", "Undo its corrections"],
+                        horizontal=True, key="correct_what")
+        given: dict[str, object] = {}
+        if what == "Move it to a series":
+            offered = list(dict.fromkeys(v.series for v in versions))
+            picked = st.selectbox("Series", [*offered, "a new series"], key="correct_series")
+            if picked == "a new series":
+                picked = st.text_input("Name of the new series", key="correct_new_series")
+            given["series"] = picked
+        elif what == "Date it":
+            day = st.date_input("Its date (the period's end, the issue or the review)",
+                                value=None, key="correct_dated", format="YYYY-MM-DD")
+            given["dated"] = day.isoformat() if day else ""
+        else:
+            given["reset"] = True
+        if st.button("Keep the correction", key="correct_keep", type="primary"):
+            try:
+                fixed = resources.get_workbench().series_corrections.correct(
+                    vendor_id, target, reviewer=auth.identity(), **given)
+            except EvidenceError as exc:
+                widgets.show_error(exc, "The correction was not kept")
+                return
+            auth.record("correct_series", vendor=vendor_id, page="Evidence library",
+                        detail=f"{fixed.source}: series {fixed.series}, dated {fixed.date}")
+            finish("versions", f"{fixed.source} is now in series {fixed.series}, dated "
+                   f"{fixed.date} ({'current' if fixed.current else 'superseded'}).")
+    show_outcome("versions")
 
 
 def show_document_upload(workbench: Workbench, vendor: str | None) -> None:
@@ -572,6 +679,7 @@ def render() -> None:
     statuses = [s for s in every if s.vendor_id in visible]
     workbench = resources.get_workbench()
     show_counts(workbench, statuses)
+    show_documents_in_time(statuses, vendor)
     if auth.may("ingest"):
         show_document_upload(workbench, vendor)
         show_round_upload(workbench, vendor, statuses)

@@ -1,5 +1,6 @@
 """Criterion overview: the vendor's current answer to the criterion first, with the earlier
-answers and any contradiction between them; then the reviewer's decision (its state, history
+answers and any contradiction between them (where no round answers it, the current documents'
+best excerpts for it, dated); then the reviewer's decision (its state, history
 and the form to record a new one), the supporting excerpts and follow-ups with every score
 and a one-click relevance grade; the hash, the models and the timings last, in the details."""
 
@@ -11,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import EvidenceError
-from core.models import RetrievalTrace, by_round
+from core.models import Candidate, RetrievalTrace, by_round
 from core.review.contradictions import Contradiction, find_contradictions
 from core.review.decisions import (
     MAX_NOTE_CHARS,
@@ -22,7 +23,7 @@ from core.review.decisions import (
     default_reviewer,
 )
 from core.trace.analysis import kind_label
-from core.trace.context import excerpt_label, response_date
+from core.trace.context import document_date, evidence_source, response_date
 from dashboard import actions, auth, charts, judging, resources, widgets
 from dashboard.selection import Selection, selection
 from dashboard.text import plain
@@ -56,12 +57,10 @@ def show_current_answer(chosen: Selection, trace: RetrievalTrace) -> None:
     """The first thing the page says: the vendor's newest answer to the criterion (its text,
     round, date and source), what earlier rounds said, and where two answers disagree."""
     current = trace.current_answer
-    st.subheader("The vendor's current answer")
     if current is None:
-        st.info("No questionnaire round answers this criterion yet, so the excerpts below are "
-                "the evidence. The Next round page drafts the question for the vendor.",
-                icon=":material/help:")
+        show_current_documents(trace)
         return
+    st.subheader("The vendor's current answer")
     st.markdown(f"**Round {current.round_number}** · answered "
                 f"{plain(response_date(current.answered_at))} · {plain(current.source)}")
     with st.container(border=True, key="current_answer"):
@@ -77,6 +76,40 @@ def show_current_answer(chosen: Selection, trace: RetrievalTrace) -> None:
                                 f"“{plain(' '.join(h.answer_text.split()))}”"
                                 for h in earlier))
     show_answer_contradictions(find_contradictions(linked, trace.evidence))
+
+
+# Excerpts of current documents led with when no round answers the criterion.
+LEADING_EXCERPTS = 3
+
+
+def show_current_documents(trace: RetrievalTrace) -> None:
+    """Where no round answers the criterion (a vendor that sent documents only): its current
+    documents' best excerpts for it, each dated, and what is superseded or stale."""
+    st.subheader("The vendor's current documents")
+    documents = [c for c in trace.evidence if c.document is not None]
+    current = [c for c in documents if c.later_version is None]
+    st.caption("No questionnaire round answers this criterion yet; these are the best "
+               "excerpts of the vendor's current documents for it. The Next round page drafts "
+               "the question for the vendor.")
+    if not current:
+        st.info("No excerpt of a current document is in the context for this criterion.",
+                icon=":material/help:")
+    for number, excerpt in enumerate(current[:LEADING_EXCERPTS], start=1):
+        standing = excerpt.document
+        st.markdown(f"**{plain(excerpt.source)}** · {plain(document_date(standing))}"
+                    + (f" · {plain(excerpt.section)}" if excerpt.section else "")
+                    + (f" · page {excerpt.page}" if excerpt.page else ""))
+        with st.container(border=True, key=f"current_document_{number}"):
+            st.markdown(plain(" ".join(excerpt.text.split())))
+        if standing.stale:
+            st.warning(plain(standing.stale), icon=":material/history:")
+    superseded = [c for c in documents if c.later_version is not None]
+    if superseded:
+        st.markdown("**Superseded documents in the context** (labelled so for the model; "
+                    "their current version stands ahead of them):\n" + "\n".join(
+                        f"- {plain(c.source)} ({plain(document_date(c.document))}), superseded "
+                        f"by {plain(c.later_version.source)} ({plain(c.later_version.date)})"
+                        for c in dict((c.source, c) for c in superseded).values()))
 
 
 def show_answer_contradictions(found: list[Contradiction]) -> None:
@@ -100,7 +133,11 @@ def excerpt_rows(trace: RetrievalTrace) -> pd.DataFrame:
     current = trace.current_answer.id if trace.current_answer else None
     return pd.DataFrame([{
         "position": f"index_{i}",
-        "source": excerpt_label(c, current),
+        "source": evidence_source(c),
+        "date": (document_date(c.document) if c.document is not None
+                 else f"round {c.round_number}, {response_date(str(c.metadata.get('timestamp')))}"
+                 if c.is_followup and c.round_number is not None else ""),
+        "status": excerpt_status(c, current),
         "text": c.text,
         "type": kind_label(c.type, c.round_number),
         "first_stage_score": c.first_stage_score,
@@ -109,6 +146,23 @@ def excerpt_rows(trace: RetrievalTrace) -> pd.DataFrame:
         "boost": c.boost,
         "final_score": c.final_score,
     } for i, c in enumerate(trace.evidence, start=1)])
+
+
+def excerpt_status(candidate: Candidate, current: str | None) -> str:
+    """An excerpt's standing in words: a document's version (current, superseded by what,
+    stale), an answer's (current, earlier)."""
+    if candidate.document is not None:
+        if candidate.later_version is not None:
+            said = (f"superseded by {candidate.later_version.source} "
+                    f"({candidate.later_version.date})")
+        else:
+            said = "current version" if candidate.document.earlier_versions else "current"
+        return f"{said}; stale: {candidate.document.stale}" if candidate.document.stale \
+            else said
+    if candidate.later_answer is not None:
+        return (f"earlier answer; round {candidate.later_answer.round_number} answered "
+                "later")
+    return "the current answer" if candidate.id == current else ""
 
 
 def show_followups(trace: RetrievalTrace) -> None:
@@ -133,6 +187,14 @@ def show_excerpts(trace: RetrievalTrace) -> None:
         "position": st.column_config.TextColumn(
             "Context entry", help="the <index_N> element of the XML context"),
         "source": st.column_config.TextColumn("Source"),
+        "date": st.column_config.TextColumn(
+            "Date", help="a document's date as its text states it (the period a report "
+                         "covers, a certificate's issue, a policy's review), else when it was "
+                         "received; an answer's round and date"),
+        "status": st.column_config.TextColumn(
+            "Status", help="current, or superseded by a newer version of the same document "
+                           "(and which); stale when a current report's period ended over a "
+                           "year ago or a certificate expired"),
         "type": st.column_config.TextColumn("Type"),
         "first_stage_score": widgets.first_stage_column("chunk"),
         "first_stage_rank": st.column_config.NumberColumn("First-stage rank", format="%d"),

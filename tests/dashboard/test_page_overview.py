@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from core.hashing import criterion_hash
-from core.trace.context import evidence_source
+from core.trace.context import document_date, evidence_source
+from dashboard.text import plain
 from tests.conftest import AES_CRITERION
 from tests.dashboard.conftest import page
 from tests.support.sentences import one_sentence
@@ -141,8 +142,21 @@ def test_every_criterion_answered_in_several_rounds_shows_its_newest_answer_firs
     assert checked >= 7  # acme's six such criteria, and northwind's
 
 
-def test_a_criterion_no_round_answers_says_so_first(dashboard_workbench):
-    at = page("overview", criterion="Does the vendor have a current SOC 2 Type II report?").run()
+def test_a_criterion_no_round_answers_leads_with_the_current_documents_dated(
+        dashboard_workbench):
+    criterion = "Does the vendor have a current SOC 2 Type II report?"
+    at = page("overview", criterion=criterion).run()
     assert not at.exception
-    assert at.subheader[0].value == "The vendor's current answer"
-    assert at.info[0].value.startswith("No questionnaire round answers this criterion yet")
+    assert at.subheader[0].value == "The vendor's current documents"
+    assert at.caption[1].value.startswith("No questionnaire round answers this criterion yet")
+    trace = dashboard_workbench.retrieve("acme", criterion, "precedence")
+    first = next(c for c in trace.evidence if c.document is not None)
+    # The first screen names the document and its date as its text states it, not a notice
+    # above the decision form.
+    assert at.markdown[0].value.startswith(
+        f"**{plain(first.source)}** · {plain(document_date(first.document))}")
+    assert not at.info
+    # Every excerpt below says its date and standing.
+    table = _table(at, "position")
+    assert table["date"].tolist()[:1] == [document_date(first.document)]
+    assert all(status for status in table["status"].tolist()[:3])
