@@ -38,6 +38,11 @@ SOURCE_DIR = SAMPLE_DIR / "pdf_sources"
 PDF_JOBS: dict[str, str] = {
     "acme_soc2_type2_excerpt.txt": "vendors/acme/documents/soc2_type2_excerpt.pdf",
     "northwind_soc2_type2_excerpt.txt": "vendors/northwind/documents/soc2_type2_excerpt.pdf",
+    # Three years of one vendor's reports; the audit firm changed in the last, and its file
+    # names with it.
+    "lumen_soc2_2023.txt": "vendors/lumen/documents/Lumen-SOC2-Type-II-Report-2023.pdf",
+    "lumen_soc2_2024.txt": "vendors/lumen/documents/Lumen-SOC2-Type-II-Report-2024.pdf",
+    "lumen_soc2_fy25.txt": "vendors/lumen/documents/LMN-SOC2-FY25.pdf",
 }
 
 FIXED_DATE = dt.datetime(2024, 1, 5, 9, 0, 0, tzinfo=dt.timezone.utc)

@@ -17,7 +17,7 @@ from core.reports import DocumentIngestReport, Progress, QuestionnaireIngestRepo
 from core.store import EvidenceStore
 
 _ROUND_DIR = re.compile(r"round_(\d+)")
-_ROUND_SUFFIXES = (".json", ".csv", ".xlsx")
+_ROUND_SUFFIXES = (".json", ".csv", ".xlsx", ".md")
 
 DEFAULT_SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_data"
 
@@ -89,15 +89,27 @@ def sample_plan(root: Path) -> list[SampleStep]:
 
 
 def _sample_round(workbench: SampleIngest, step: SampleStep) -> QuestionnairePayload:
-    """A sample round: a JSON payload as it is; a spreadsheet under its folder's vendor, its
-    name's round, and the time its workbook records it was created (a CSV has none: now)."""
+    """A sample round: a JSON payload as it is; a spreadsheet or a questionnaire page under its
+    folder's vendor, its name's round, and the time its workbook records it was created or
+    the date the page states (a CSV has none: now)."""
     path = step.paths[0]
     if path.suffix == ".json":
         return workbench.load_questionnaires([path])[0]
     [loaded] = workbench.load_rounds([path], vendor_id=step.vendor_id,
                                      round_number=step.round_number,
-                                     timestamp=_workbook_created(path))
+                                     timestamp=_workbook_created(path) or _page_dated(path))
     return loaded.payload
+
+
+def _page_dated(path: Path) -> str | None:
+    """A questionnaire page's own date ("Last updated: March 4, 2024"), as its round's time."""
+    if path.suffix != ".md":
+        return None
+    from core.timeline.reading import read_facts
+
+    facts = read_facts([path.read_text(encoding="utf-8")], source=path.name)
+    day = facts.reviewed_on or facts.as_of
+    return f"{day}T00:00:00Z" if day else None
 
 
 def _workbook_created(path: Path) -> str | None:

@@ -26,12 +26,13 @@ _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("ETSI EN 319 411", r"\bETSI[\s\u00a0]+EN[\s\u00a0]+319[\s\u00a0]+41[13]"),
         ("key ceremony", r"key[\s\u00a0]+(?:generation[\s\u00a0]+)?ceremony"),
         ("bridge letter", r"\b(?:bridge|gap)[\s\u00a0]+letter\b"),
-        ("SOC 1", r"\bSOC[\s\u00a0]*1\b|\bSOC[\s\u00a0]+for[\s\u00a0]+service[\s\u00a0]+"
+        # "SOC 2", "SOC2", "SOC-2", "System and Organization Controls (SOC) 2", "SOC 2®"
+        ("SOC 1", r"\bSOC\W{0,3}1\b|\bSOC[\s\u00a0]+for[\s\u00a0]+service[\s\u00a0]+"
                   r"organi[sz]ations:?[\s\u00a0]+ICFR"),
-        ("SOC 3", r"\bSOC[\s\u00a0]*3\b|service[\s\u00a0]+organi[sz]ation[\s\u00a0]+control"
-                  r"[\s\u00a0]+(?:\(soc\)[\s\u00a0]+)?3\b"),
-        ("SOC 2", r"\bSOC[\s\u00a0]*2\b|service[\s\u00a0]+organi[sz]ation[\s\u00a0]+control"
-                  r"[\s\u00a0]+(?:\(soc\)[\s\u00a0]+)?2\b|trust[\s\u00a0]+services[\s\u00a0]+"
+        ("SOC 3", r"\bSOC\W{0,3}3\b|organi[sz]ation[\s\u00a0]+controls?[\s\u00a0]+"
+                  r"(?:\(soc\)[\s\u00a0]+)?3\b"),
+        ("SOC 2", r"\bSOC\W{0,3}2\b|organi[sz]ation[\s\u00a0]+controls?[\s\u00a0]+"
+                  r"(?:\(soc\)[\s\u00a0]+)?2\b|trust[\s\u00a0]+services[\s\u00a0]+"
                   r"(?:principles|criteria)"),
         ("ISO/IEC 27701", r"\bISO(?:/IEC)?[\s\u00a0]*27701\b"),
         ("ISO/IEC 27018", r"\bISO(?:/IEC)?[\s\u00a0]*27018\b"),
@@ -112,6 +113,7 @@ _LEGAL_FORM = re.compile(
     r"(?P<name>(?:(?:[A-Z][\w&'\u2019.-]*|&)[\s\u00a0]+){0,4}[A-Z][\w&'\u2019.-]*),?[\s\u00a0]+"
     r"(?P<form>LLP|L\.L\.P\.|LLC|L\.L\.C\.|P\.C\.|PLLC|CPAs?|PLC|GmbH|AG|B\.V\.|S\.A\.|Ltd\.?|"
     r"Limited)\b")
+_BRIDGE = re.compile(r"\b(?:bridge|gap)[\s\u00a0]+letter\b", re.IGNORECASE)
 _ISSUER_LABEL = re.compile(
     r"^[\s|*#-]*(?:service[\s\u00a0]+auditor|independent[\s\u00a0]+auditor|auditor|"
     r"audit[\s\u00a0]+firm|assessor|assessed[\s\u00a0]+by|audited[\s\u00a0]+by|certification"
@@ -261,7 +263,7 @@ _SCOPE_PATTERNS = (
                r"[\s\u00a0]*(?P<scope>[^\n].{8,}?)(?:\n[\s\u00a0]*\n|(?<=[a-z)])\.[\s\u00a0]|$)",
                re.IGNORECASE | re.DOTALL),
     re.compile(r"\b(?:for[\s\u00a0]+the[\s\u00a0]+following[\s\u00a0]+scope|(?:is|are)"
-               r"[\s\u00a0]+applicable[\s\u00a0]+to|in[\s\u00a0]+respect[\s\u00a0]+of)"
+               r"[\s\u00a0]+applicable[\s\u00a0]+to)"
                r"[\s\u00a0:]*(?P<scope>.{8,}?)(?:\n[\s\u00a0]*\n|(?<=[a-z)])\.[\s\u00a0]|$)",
                re.IGNORECASE | re.DOTALL),
     re.compile(r"\bthe[\s\u00a0]+scope[\s\u00a0]+of[\s\u00a0]+th(?:is|e)[\s\u00a0]+[^.]{0,60}?"
@@ -313,9 +315,9 @@ def read_issuer(pages: Sequence[str], kind: DocumentKind) -> str | None:
         if longer and longer.most_common(1)[0][1] >= 2:
             return longer.most_common(1)[0][0]
         return name
-    # The organisation the document is about is named in its title and its address lines
-    # ("To the Management of ..."); its auditor is not.
-    subject = title_zone(pages[:1], ()) + " ".join(m.group(0) for m in _ADDRESSED.finditer(text))
+    # The organisation the document is about is named in its address lines ("To the
+    # Management of ..."); its auditor is not.
+    subject = " ".join(m.group(0) for m in _ADDRESSED.finditer(text))
     forms: Counter[str] = Counter()
     for m in _LEGAL_FORM.finditer(text):
         name = " ".join(m["name"].split())
@@ -325,7 +327,10 @@ def read_issuer(pages: Sequence[str], kind: DocumentKind) -> str | None:
         weight = 3 if m["form"] in ("LLP", "L.L.P.", "P.C.", "PLLC", "CPA", "CPAs") else 1
         forms[" ".join(m.group(0).split())] += weight  # the name as the text writes it
     if kind == "letter":
-        return forms.most_common(1)[0][0] if forms else "the vendor"
+        # A bridge letter is the vendor's own word, whatever auditor it names.
+        if _BRIDGE.search(text) or not forms:
+            return "the vendor"
+        return forms.most_common(1)[0][0]
     return forms.most_common(1)[0][0] if forms else None
 
 

@@ -186,8 +186,11 @@ def _letter_dates(text: str, head: str, dates: list[FoundDate]) -> dict[str, str
     as_of = (labelled[0].day if labelled else head_dates[0].day if head_dates
              else max((d.day for d in dates), default=None))
     found: dict[str, str | None] = {"as_of": _iso(as_of)}
-    if periods:
-        latest = max(periods, key=lambda p: p.end)
+    # The period a letter covers has passed when it is written (a bridge letter's gap); a
+    # period ending later is one it looks ahead to (the next report's).
+    past = [p for p in periods if as_of is None or p.end <= as_of]
+    if past:
+        latest = max(past, key=lambda p: p.end)
         found.update(period_start=_iso(latest.start), period_end=_iso(latest.end))
     return found
 
