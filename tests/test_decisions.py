@@ -364,3 +364,49 @@ def test_a_decision_keeps_the_verdict_shown_as_it_counted(reviewed, llm_stub):
     assert view.verdict == "INCONCLUSIVE (unverified: the model said MET)"
     assert view.model_contradictions == ["Round 1 named no algorithm."]
     assert len(llm_stub.requests) == 1  # deciding asks no language model
+
+
+# Documents in time ----------------------------------------------------------------------------
+
+REPORT = ("# SOC 2 Type II Report\n\nReport on Acme's Vault System. For the period {start} to "
+          "{end}.\n\nIn our opinion, in all material respects, the controls over data at rest "
+          "encryption with AES-256 operated effectively throughout the period.\n\n"
+          "Example & Partners LLP\n")
+
+
+def report(folder: Path, name: str, start: str, end: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(REPORT.format(start=start, end=end), encoding="utf-8")
+    return path
+
+
+def test_a_decision_on_a_report_that_a_newer_one_superseded_is_reopened_in_words(tmp_path):
+    workbench = make_workbench(tmp_path / "store", reviewer="dana")
+    recent = (datetime.now(UTC).date() - timedelta(days=200)).isoformat()
+    earlier = (datetime.now(UTC).date() - timedelta(days=565)).isoformat()
+    workbench.ingest_documents("acme", [report(tmp_path / "a", "acme-soc2-2024.md",
+                                               "2023-01-01", earlier)])
+    decided = workbench.decide("acme", AES, "met", note="The SOC 2 report covers it.")
+    assert decided.state == "current"
+    # The next year's report, sent under another name (the audit firm changed its naming).
+    workbench.ingest_documents("acme", [report(tmp_path / "b", "ACME-SOC2-FY25.md",
+                                               "2024-01-01", recent)])
+    [view] = workbench.decisions("acme")
+    assert view.state == "needs_review"
+    assert view.changes[0] == (f"The {earlier[:4]} report (acme-soc2-2024.md) was superseded by "
+                               f"the {recent[:4]} report (ACME-SOC2-FY25.md).")
+
+
+def test_a_decision_on_a_report_gone_stale_since_is_reopened_in_words(tmp_path):
+    store = tmp_path / "store"
+    workbench = make_workbench(store, reviewer="dana")
+    ended = (datetime.now(UTC).date() - timedelta(days=100)).isoformat()
+    workbench.ingest_documents("acme", [report(tmp_path / "a", "soc2.md", "2024-01-01", ended)])
+    workbench.decide("acme", AES, "met", strategy="semantic")
+    [view] = workbench.decisions("acme")
+    assert view.state == "current"  # the seed's context carries no label that changed
+    # The same store read with a shorter stale limit: the report went stale since.
+    [view] = make_workbench(store, stale_after_days=30).decisions("acme")
+    assert view.state == "needs_review"
+    assert view.changes == [f"The report's period ended {ended}, over 30 days ago."]

@@ -354,3 +354,28 @@ def test_records_written_with_their_text_as_a_document_read_as_before(settings):
     assert full_text_rows(settings)  # the texts are ChromaDB's documents again
 
     assert seen(fresh(settings)) == before
+
+
+def test_step_7_reads_what_each_stored_document_states_of_itself(settings):
+    """A document stored before facts were read has them read from its stored chunks at the
+    next open, as an ingest reads them from the file; an entry that has them is left alone."""
+    from core.store.migrations import upgrade
+    from core.timeline.series import FACTS_KEY
+
+    bench = fresh(settings)
+    bench.ingest_documents("acme", [POLICY])
+    vendor = bench.store.open_vendor("acme")
+    [(key, entry)] = vendor.documents().items()
+    read_at_ingest = entry[FACTS_KEY]
+    vendor.write_manifest([(key, {**entry, FACTS_KEY: None})])  # as schema 6 wrote it
+    for collection in (vendor.chunks, vendor.manifest):
+        collection.modify(metadata={**collection.metadata, "schema_version": 6})
+    assert FACTS_KEY not in fresh(settings).store.client.get_collection(
+        vendor.manifest.name).get(ids=[key])["metadatas"][0]
+
+    assert upgrade(vendor) == ["record_document_facts"]
+    [(_, upgraded)] = vendor.documents().items()
+    assert upgraded[FACTS_KEY] == read_at_ingest  # the policy's version and dates, as read
+    [version] = fresh(settings).catalog.document_versions("acme")
+    assert (version.kind, version.version, version.reviewed_on) == ("policy", "2.3",
+                                                                    "2023-05-15")

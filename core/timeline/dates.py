@@ -18,8 +18,11 @@ _MONTHS = {
     "jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6, "jul": 7, "aug": 8,
     "sep": 9, "oct": 10, "nov": 11, "dec": 12,
 }
-_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
-          r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)")
+# A month as written, a misspelt long form included ("Septemeber"): its first four letters
+# and a few more.
+_MONTH = (r"(?:janu[a-z]{0,5}|jan|febr[a-z]{0,5}|feb|marc[a-z]?|mar|apri[a-z]?|apr|may|june?|"
+          r"july?|augu[a-z]{0,4}|aug|sept[a-z]{0,6}|sep|octo[a-z]{0,4}|oct|nove[a-z]{0,5}|nov|"
+          r"dece[a-z]{0,5}|dec)")
 _DAY = r"(?:[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?:19|20)\d\d"
 # A space of any kind, a line break included (a PDF line may end inside a date).

@@ -42,7 +42,9 @@ _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("ISO/IEC 20000-1", r"\bISO(?:/IEC)?[\s\u00a0]*20000\b"),
         ("ISO 9001", r"\bISO[\s\u00a0]*9001\b"),
         ("PCI DSS", r"\bPCI[\s\u00a0]*DSS\b|attestation[\s\u00a0]+of[\s\u00a0]+compliance"),
-        ("CSA STAR", r"\bCSA[\s\u00a0]+STAR\b|\bSTAR[\s\u00a0]+(?:certification|attestation)"),
+        ("CSA STAR", r"\bCSA[\s\u00a0]+STAR\b|\bSTAR[\s\u00a0]*(?:certification|attestation|"
+                     r"program|registry|level)"),
+        ("TX-RAMP", r"\bTX-?RAMP\b|texas[\s\u00a0]+risk[\s\u00a0]+and[\s\u00a0]+authori[sz]ation"),
         ("Cyber Essentials Plus", r"cyber[\s\u00a0]+essentials[\s\u00a0]+plus"),
         ("Cyber Essentials", r"cyber[\s\u00a0]+essentials"),
         ("HITRUST", r"\bHITRUST\b"),
@@ -64,11 +66,15 @@ _CERTIFICATE_WORDS = re.compile(r"\bcertificate\b|\bcertif(?:y|ies)[\s\u00a0]+th
                                 r"\bcertificate[\s\u00a0]+(?:number|no\.?|of[\s\u00a0]+"
                                 r"registration)|\bregistration[\s\u00a0]+(?:number|no\.?)",
                                 re.IGNORECASE)
+# A title that names a certification (not a certification practice statement, a policy).
+_CERTIFICATION_TITLE = re.compile(r"^[^\n]*\bcertification\b(?![^\n]*(?:practice|policy|"
+                                  r"statement|program[^\n]*polic))", re.IGNORECASE | re.MULTILINE)
 _CERTIFIES = re.compile(r"\b(?:this[\s\u00a0]+is[\s\u00a0]+to[\s\u00a0]+certify|certif(?:y|ies)"
                         r"[\s\u00a0]+that|has[\s\u00a0]+been[\s\u00a0]+(?:assessed|audited|"
                         r"certified|registered)|is[\s\u00a0]+certified|certificate[\s\u00a0]+"
                         r"(?:number|no\.?)|valid[\s\u00a0]+until|expiry[\s\u00a0]+date|"
-                        r"date[\s\u00a0]+of[\s\u00a0]+expiry|expiration[\s\u00a0]+date)",
+                        r"date[\s\u00a0]+of[\s\u00a0]+expiry|expiration[\s\u00a0]+date|"
+                        r"authenticity[\s\u00a0]+of[\s\u00a0]+this[\s\u00a0]+certificate)",
                         re.IGNORECASE)
 _LETTER_WORDS = re.compile(r"\b(?:bridge|gap|comfort|authori[sz]ation|attestation|engagement|"
                            r"representation)[\s\u00a0]+letter\b|^[\s\u00a0]*dear[\s\u00a0]+",
@@ -110,9 +116,12 @@ KNOWN_ISSUERS = (
 _KNOWN = re.compile(r"(?<![\w-])(?:" + "|".join(re.escape(n) for n in sorted(
     KNOWN_ISSUERS, key=len, reverse=True)) + r")(?![\w-])")
 _LEGAL_FORM = re.compile(
-    r"(?P<name>(?:(?:[A-Z][\w&'\u2019.-]*|&)[\s\u00a0]+){0,4}[A-Z][\w&'\u2019.-]*),?[\s\u00a0]+"
+    r"(?P<name>(?:(?:[A-Z][\w&'\u2019.-]*|&)[ \t\u00a0]+){0,4}[A-Z][\w&'\u2019.-]*),?[ \t\u00a0]+"
     r"(?P<form>LLP|L\.L\.P\.|LLC|L\.L\.C\.|P\.C\.|PLLC|CPAs?|PLC|GmbH|AG|B\.V\.|S\.A\.|Ltd\.?|"
     r"Limited)\b")
+_SOA = re.compile(r"statement[\s\u00a0]+of[\s\u00a0]+applicability", re.IGNORECASE)
+_CERTIFIER = re.compile(r"certif|assurance|registrar|audit|assessment|verification|"
+                        r"accreditation|inspection|quality", re.IGNORECASE)
 _BRIDGE = re.compile(r"\b(?:bridge|gap)[\s\u00a0]+letter\b", re.IGNORECASE)
 _ISSUER_LABEL = re.compile(
     r"^[\s|*#-]*(?:service[\s\u00a0]+auditor|independent[\s\u00a0]+auditor|auditor|"
@@ -166,11 +175,34 @@ def read_family(pages: Sequence[str]) -> str | None:
     return family
 
 
+# Headings that open a document's sections, not name the document.
+_GENERIC_HEADING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?\s|(?:introduction|overview|table[\s\u00a0]+"
+                              r"of[\s\u00a0]+contents|contents|purpose|scope|summary|"
+                              r"background|about)\b)", re.IGNORECASE)
+# A document that says it is a certificate policy or practice statement is a policy, however
+# often it says "certificate".
+_CA_POLICY = re.compile(r"certificate[\s\u00a0]+policy|certification[\s\u00a0]+practices?"
+                        r"[\s\u00a0]+statement|\bCP/CPS\b", re.IGNORECASE)
+
+
+def titles(headings: Sequence[str]) -> list[str]:
+    """The headings that can be a document's title: not a section's ("1. Introduction")."""
+    return [h for h in headings if not _GENERIC_HEADING.match(h)]
+
+
 def title_zone(pages: Sequence[str], headings: Sequence[str]) -> str:
-    """Where a document says what it is: its first heading and its first few short lines."""
+    """Where a document says what it is: its title heading where it has headings, else its
+    first few short lines."""
+    if headings:
+        return "\n".join(titles(headings)[:1])
     lines = [" ".join(line.split()) for line in opening(pages, 1500).splitlines()]
-    short = [line for line in lines if line and len(line) <= MAX_TITLE_CHARS][:6]
-    return "\n".join([*headings[:1], *short])
+    return "\n".join([line for line in lines if line and len(line) <= MAX_TITLE_CHARS][:6])
+
+
+def names_family(family: str, text: str) -> bool:
+    """Whether the text names this standard ("SOC 2 Type II" as SOC 2)."""
+    pattern = dict(_FAMILIES).get(family.split(" Type ")[0])
+    return bool(pattern and pattern.search(text))
 
 
 def read_kind(pages: Sequence[str], headings: Sequence[str], source: str,
@@ -187,17 +219,26 @@ def read_kind(pages: Sequence[str], headings: Sequence[str], source: str,
             re.search(r"^[\s\u00a0]*dear[\s\u00a0]+", head, re.I | re.M)
             and _LETTER_CLOSE.search(whole)):
         return "letter"
+    if _SOA.search(zone) or _CA_POLICY.search(head):  # documents that name a standard or
+        return "policy"  # certificates they govern, not an attestation or a certificate
+    named = family is not None and names_family(family, zone)
+    if named and (_CERTIFICATE_WORDS.search(zone) or _CERTIFICATION_TITLE.search(zone)):
+        return "certificate"
+    if named:  # "Payment Card Industry Data Security Standard": an attestation, not a policy
+        return "report"
     if _POLICY_WORDS.search(zone) and not _CERTIFICATE_WORDS.search(zone):
         return "policy"
-    if re.match(r"\W*certificate\b", zone, re.IGNORECASE):  # its title says so
+    if re.match(r"\W*certificate\b", zone, re.IGNORECASE) or (
+            _CERTIFICATION_TITLE.search(zone) and len(pages) <= 6):  # its title says so
         return "certificate"
     if _CERTIFICATE_WORDS.search(zone) and _CERTIFIES.search(head) and len(pages) <= 6:
         return "certificate"
     if _REPORT_WORDS.search(zone):
         return "report"
-    if _CERTIFICATE_WORDS.search(head) and _CERTIFIES.search(head) and len(pages) <= 6:
+    if (_CERTIFICATE_WORDS.search(head) and _CERTIFIES.search(head) and len(pages) <= 6) or (
+            _CERTIFIES.search(head) and len(pages) <= 2):
         return "certificate"
-    if _REPORT_WORDS.search(head[:600]):
+    if not headings and _REPORT_WORDS.search(head[:600]):  # a title line of a PDF or text
         return "report"
     if len(_POLICY_MARKS.findall(head)) >= 2:
         return "policy"
@@ -211,6 +252,17 @@ def read_kind(pages: Sequence[str], headings: Sequence[str], source: str,
     if whole_ids >= 8:
         return "questionnaire_page"
     return "other"
+
+
+_TITLE_LABEL = re.compile(r"[\s\u00a0]+(?:date|dated|version|rev(?:ision)?|document[\s\u00a0]+"
+                          r"(?:number|no\.?)|last[\s\u00a0]+updated)[\s\u00a0]*[:#].*$",
+                          re.IGNORECASE)
+
+
+def _title_part(line: str) -> str:
+    """A line's text before a label that follows the title on it ("Statement of
+    Applicability Date: September 16, 2021")."""
+    return _TITLE_LABEL.sub("", line).strip()
 
 
 def _title_line(line: str) -> bool:
@@ -232,9 +284,13 @@ def read_title(pages: Sequence[str], headings: Sequence[str], kind: DocumentKind
     """The title the document gives itself: its first heading where it has headings, else
     the first line of its opening that reads as a title (for a report, the line that names
     it a report, where its first lines name it)."""
+    named = titles(headings[:3])
+    if named:
+        return " ".join(named[0].split())[:MAX_TITLE_CHARS]
     if headings:
-        return " ".join(headings[0].split())[:MAX_TITLE_CHARS]
-    lines = [" ".join(line.strip(" #*|\t").split()) for line in opening(pages, 2500).splitlines()]
+        return None
+    lines = [_title_part(" ".join(line.strip(" #*|\t").split()))
+             for line in opening(pages, 2500).splitlines()]
     lines = [line for line in lines[:40] if line]
     if kind == "report":
         named = [line for line in lines[:25] if _title_line(line) and _REPORT_WORDS.search(line)]
@@ -248,7 +304,8 @@ def read_title(pages: Sequence[str], headings: Sequence[str], kind: DocumentKind
     if kind == "certificate":
         return None  # the lines of a certificate without one naming it are names and places
     if kind == "policy":
-        named = [line for line in lines[:10] if _title_line(line) and _POLICY_WORDS.search(line)]
+        named = [line for line in lines[:10] if _title_line(line) and (
+            _POLICY_WORDS.search(line) or _SOA.search(line))]
         if named:
             return named[0][:MAX_TITLE_CHARS]
     for line in lines[:15]:
@@ -278,13 +335,18 @@ _SCOPE_PATTERNS = (
 )
 
 
+# Words a scope is introduced by, not part of it ("the boundaries of its Canvas system").
+_SCOPE_LEAD = re.compile(r"^(?:(?:the|its)[\s\u00a0]+)?(?:boundaries|description|design)"
+                         r"[\s\u00a0]+of[\s\u00a0]+(?:its|the|their)[\s\u00a0]+", re.IGNORECASE)
+
+
 def read_scope(pages: Sequence[str]) -> str | None:
     """What the document covers, as it says: a certificate's scope, a report's system."""
     head = opening(pages, 8000)
     for pattern in _SCOPE_PATTERNS:
         m = pattern.search(head)
         if m:
-            scope = " ".join(m["scope"].split()).strip(" .;:")
+            scope = _SCOPE_LEAD.sub("", " ".join(m["scope"].split())).strip(" .;:")
             if len(scope.split()) >= 2:
                 return scope[:MAX_SCOPE_CHARS]
     return None
@@ -326,6 +388,11 @@ def read_issuer(pages: Sequence[str], kind: DocumentKind) -> str | None:
         # An audit firm's legal form first: a partnership or professional corporation.
         weight = 3 if m["form"] in ("LLP", "L.L.P.", "P.C.", "PLLC", "CPA", "CPAs") else 1
         forms[" ".join(m.group(0).split())] += weight  # the name as the text writes it
+    if kind == "certificate":
+        # A certificate names the organisation it certifies as often as its issuer: only a
+        # name that says it certifies is taken for the issuer.
+        bodies = [name for name in forms if _CERTIFIER.search(name)]
+        return max(bodies, key=lambda name: forms[name]) if bodies else None
     if kind == "letter":
         # A bridge letter is the vendor's own word, whatever auditor it names.
         if _BRIDGE.search(text) or not forms:

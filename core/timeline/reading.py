@@ -40,11 +40,12 @@ _AS_OF = _label(r"\bas (?:of|at)\b")
 _CEREMONY_DAY = _label(r"\b(?:ceremony|ceremonies)\b[^.]{0,200}?\bon\b|\bon\b(?=[^.]{0,40}"
                        r"(?:19|20)\d\d[^.]{0,120}\bceremony)")
 _REPORT_DATE = _label(r"\b(?:report date|date of (?:the )?report|report issued|issued on|"
-                      r"issue date|date of issue|dated)\b")
-_ISSUED = _label(r"\b(?:date of issue|issue date|issued on|issued|date of (?:current )?"
-                 r"(?:certification|issuance|registration)|current (?:issue|certificate) date|"
-                 r"certification date|effective date|effective from|valid from|date of grant|"
-                 r"granted on|re-?issue date|approval date)\b")
+                      r"issue date|date of issue|dated|completion date|completed on|"
+                      r"assessment end date)\b")
+_ISSUED = _label(r"\b(?:date of issue|issue date|issued on|issued|granted(?: on)?|date of "
+                 r"(?:current )?(?:certification|issuance|registration)|current "
+                 r"(?:issue|certificate) date|certification date|effective date|effective "
+                 r"from|valid from|date of grant|granted on|re-?issue date|approval date)\b")
 # A date that is not the certificate's own: the first certification, an earlier cycle's.
 _ORIGINAL = _label(r"\b(?:original|initial|first|previous|prior|last certification cycle|"
                    r"certified by .{0,40} since|since)\b")
@@ -167,14 +168,20 @@ def _revision_table(text: str) -> tuple[str | None, date | None]:
 def _policy_dates(text: str, head: str, dates: list[FoundDate]) -> dict[str, str | None]:
     version_match = _VERSION.search(head) or _VERSION.search(text[:20000])
     version = version_match["version"] if version_match else None
-    effective = max((d.day for d in _labelled(text, _EFFECTIVE, dates)), default=None)
+    # The policy's own effective date stands near its top ("Effective date: ..."); one deep
+    # in its text is a clause's ("Effective February 15, 2024, CAs must ...").
+    effective = max((d.day for d in _labelled(head, _EFFECTIVE, find_dates(head))),
+                    default=None)
     reviewed = [d.day for d in _labelled(text, _REVIEWED, dates, skip=_NEXT_REVIEW)]
     table_version, table_day = _revision_table(text)
     if table_day is not None:
         version = version or table_version
         reviewed.append(table_day)
-    last = max(reviewed, default=None)
-    reviewed_on = max((d for d in (last, effective) if d), default=None)
+    if effective is None and not reviewed:  # a document dated only "Date: ..." at its top
+        effective = max((d.day for d in _labelled(head, _LETTER_DATE, find_dates(head),
+                                                  reach=20)), default=None)
+    # Its last review where it states one, else its effective date.
+    reviewed_on = max(reviewed, default=None) or effective
     return {"version": version.lstrip("vV") if version else None,
             "effective_on": _iso(effective), "reviewed_on": _iso(reviewed_on)}
 
@@ -202,11 +209,35 @@ def _other_dates(text: str, dates: list[FoundDate]) -> dict[str, str | None]:
     return {"reviewed_on": _iso(reviewed), "as_of": _iso(as_of)}
 
 
+_FRONT_MATTER = re.compile(r"\A\s*---[ \t]*\n(?P<body>.*?)\n---[ \t]*\n", re.DOTALL)
+_FRONT_KEY = re.compile(r"^(?P<key>[A-Za-z][\w-]*)[ \t]*:[ \t]*(?P<value>.*)$", re.MULTILINE)
+
+
+def _front_matter(pages: Sequence[str], headings: Sequence[str]
+                  ) -> tuple[list[str], list[str]]:
+    """A page's YAML front matter (a static site's page: `title:`, `last_reviewed_on:`) read
+    as what it says: its title first among the headings, its keys as words ("last reviewed
+    on: 2024-07-29") the labels below find."""
+    found = _FRONT_MATTER.match(pages[0]) if pages else None
+    if found is None:
+        return list(pages), list(headings)
+    lines, title = [], None
+    for m in _FRONT_KEY.finditer(found["body"]):
+        key, value = m["key"].replace("_", " ").replace("-", " "), m["value"].strip(" '\"")
+        if key.lower() == "title" and value:
+            title = value
+        lines.append(f"{key}: {value}")
+    rest = pages[0][found.end():]
+    return (["\n".join(lines) + "\n\n" + rest, *pages[1:]],
+            [title, *headings] if title else list(headings))
+
+
 def read_facts(pages: Sequence[str], *, source: str, headings: Sequence[str] = ()
                ) -> DocumentFacts:
     """The facts a document states of itself: `pages` are its texts (one per PDF page, one
     for any other file), `headings` its headings in order where it has them, `source` the
     name it is stored under (read only when its text does not say what it is)."""
+    pages, headings = _front_matter(pages, headings)
     text = "\n".join(pages)
     head = opening(pages)
     dates = find_dates(text)

@@ -32,11 +32,10 @@ FACTS_KEY = "facts"
 ARCHIVED_OF_KEY = "archived_of"
 # Manifest records of a reviewer's series corrections carry this kind.
 CORRECTION_KIND = "series_correction"
-# How alike two scopes' words must be (Jaccard) to be one series' scope.
-SCOPE_LIKENESS = 0.5
 _STOP = {"the", "of", "and", "for", "to", "a", "an", "in", "on", "its", "by", "with", "as",
-         "is", "are", "all", "system", "services", "service", "inc", "llc", "ltd", "corp",
-         "platform", "operations"}
+         "is", "are", "all", "system", "systems", "services", "service", "inc", "llc", "ltd",
+         "corp", "platform", "operations", "cloud", "data", "security", "management",
+         "information", "infrastructure", "their", "our", "boundaries", "description"}
 
 
 @dataclass(frozen=True)
@@ -159,14 +158,14 @@ def _slug(text: str) -> str:
 
 
 def _scope_words(scope: str | None) -> frozenset[str]:
+    """A scope's words that can tell one product from another, and each pair of neighbours
+    run together ("Mastery Connect" is "MasteryConnect")."""
     if not scope:
         return frozenset()
-    return frozenset(w for w in re.findall(r"[a-z0-9]+", scope.lower())
-                     if w not in _STOP and not re.fullmatch(r"(?:19|20)\d\d", w))
-
-
-def _alike(first: frozenset[str], second: frozenset[str]) -> bool:
-    return bool(first and second) and len(first & second) / len(first | second) >= SCOPE_LIKENESS
+    words = [w for w in re.findall(r"[a-z0-9]+", scope.lower())
+             if not re.fullmatch(r"(?:19|20)\d\d", w)]
+    joined = {a + b for a, b in zip(words, words[1:], strict=False)}
+    return frozenset({w for w in words if w not in _STOP and len(w) > 2} | joined)
 
 
 def _own_key(doc: StoredDocument) -> tuple[str, str | None]:
@@ -202,17 +201,24 @@ def series_keys(documents: Sequence[StoredDocument],
         if family is not None:
             families[key].append(doc)
     for key, members in families.items():
-        clusters: list[tuple[frozenset[str], list[StoredDocument]]] = []
+        # Two scopes are one when they share a word that not every scope of the family has
+        # (the vendor's own name is in all of them; a product's name tells them apart).
+        scoped = {doc.doc_key: _scope_words(doc.facts.scope if doc.facts else None)
+                  for doc in members}
+        given = [words for words in scoped.values() if words]
+        common = frozenset.intersection(*given) if given else frozenset()
+        clusters: list[tuple[set[str], list[StoredDocument]]] = []
         unscoped = []
         for doc in members:
-            words = _scope_words(doc.facts.scope if doc.facts else None)
+            words = scoped[doc.doc_key] - common
             if not words:
                 unscoped.append(doc)
                 continue
-            home = next((c for c in clusters if _alike(c[0], words)), None)
+            home = next((c for c in clusters if c[0] & words), None)
             if home is None:
-                clusters.append((words, [doc]))
+                clusters.append((set(words), [doc]))
             else:
+                home[0].update(words)
                 home[1].append(doc)
         if len(clusters) < 2:
             continue
