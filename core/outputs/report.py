@@ -27,7 +27,13 @@ from core.review.decisions import STATUS_LABELS, Decision, DecisionLog, Decision
 from core.review.verdicts import NO_VERDICT, Assessor, Verdict, VerdictStatus
 from core.services import EvidenceReader
 from core.trace.analysis import kind_label
-from core.trace.context import earlier_note, evidence_source, one_line, response_date
+from core.trace.context import (
+    earlier_note,
+    evidence_source,
+    one_line,
+    response_date,
+    version_note,
+)
 
 
 class PackReader(EvidenceReader, Protocol):
@@ -69,6 +75,9 @@ class PackExcerpt(BaseModel):
     source: str
     type: str
     text: str
+    # A document's date and where its version stands ("SUPERSEDED report for the period ...;
+    # the current version is ..."); "" for an answer.
+    standing: str = ""
 
 
 class PackVerdict(BaseModel):
@@ -132,7 +141,9 @@ def build_pack(workbench: PackReader, vendor_id: str, criteria: Sequence[Criteri
                             in_context=trace.fate(hit.id) in ("in_context", "excerpt"),
                             fate=trace.fate(hit.id))
                   for hit in by_round(linked, newest_first=True)]
-        excerpts = [PackExcerpt(index=i, source=evidence_source(c), type=c.type, text=c.text)
+        excerpts = [PackExcerpt(index=i, source=evidence_source(c), type=c.type, text=c.text,
+                                standing=version_note(c.document, c.later_version)
+                                if c.document is not None else "")
                     for i, c in enumerate(trace.evidence, start=1)]
         parts.append(CriterionPack(
             id=entry.id, criterion=trace.criterion, criterion_hash=trace.criterion_hash,
@@ -281,7 +292,10 @@ def render_markdown(pack: EvidencePack) -> str:
         if not c.excerpts:
             lines += [NO_EXCERPTS, ""]
         for e in c.excerpts:
-            lines += [f"#### [{e.index}] {md_inline(e.source)}", "", md_block(e.text), ""]
+            lines += [f"#### [{e.index}] {md_inline(e.source)}", ""]
+            if e.standing:
+                lines += [f"Standing: {md_inline(e.standing)}", ""]
+            lines += [md_block(e.text), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -394,6 +408,7 @@ by {{ d.reviewer }}, {{ d.decided_at }}, on the {{ d.strategy }} context.</p>
 {% for e in c.excerpts %}
 <article class="excerpt">
 <h4>[{{ e.index }}] {{ e.source }}</h4>
+{% if e.standing %}<p class="note">{{ e.standing }}</p>{% endif %}
 <div class="quoted">{{ e.text }}</div>
 </article>
 {% else %}
