@@ -58,8 +58,9 @@ def test_a_package_becomes_documents_and_one_round_per_questionnaire(cli, capsys
                                             3),
         "policies/Access Control Policy.pdf": ("document", "policy", None),
     }
-    if OCR:
-        expected["policies/registry listing.pdf"] = ("document", "document", None)
+    if OCR:  # a registration that states its number and "Valid until": it expires as a
+        # certificate does, and is read as one
+        expected["policies/registry listing.pdf"] = ("document", "certificate", None)
     assert {f: (line["became"], line["layout"], line["round_number"])
             for f, line in files.items()} == expected
     assert files["Example CAIQ.xlsx"]["indexed_count"] == 2
@@ -181,7 +182,8 @@ def test_skip_unreadable_ingests_the_rest_and_lists_what_it_skipped(cli, capsys,
 
 @pytest.mark.parametrize(("files", "sentence"), [
     ({}, "holds no file the workbench reads (documents: .md, .txt, .pdf, .docx, .html or "
-         ".htm; questionnaires: .xlsx, .csv or .json); it is empty."),
+         ".htm; questionnaires: .xlsx, .csv or .json, or a PDF or web page holding question "
+         "ids); it is empty."),
     ({".DS_Store": b"x"}, "; every file was skipped."),
 ])
 def test_a_package_with_nothing_usable_is_one_sentence(cli, capsys, tmp_path, files,

@@ -37,7 +37,7 @@ from tests.test_browser import ARTIFACTS
 pytestmark = pytest.mark.browser
 
 LOGIN_TEXT = "Sign in with your team's identity provider"
-SAMPLE_VENDORS = ("acme", "northwind")
+SAMPLE_VENDORS = ("acme", "lumen", "northwind")
 
 # A Streamlit app of the harness's own: who is logged in and every claim st.user holds.
 PROBE_APP = """\
@@ -307,7 +307,7 @@ def test_a_viewer_reads_his_vendor_and_is_refused_another_by_url(team, browser, 
 
 @pytest.mark.model
 def test_an_admin_sees_every_vendor_and_logging_out_ends_the_session(team, browser, provider):
-    """carol (workbench-admins, every vendor) is offered both sample vendors; the sidebar's
+    """carol (workbench-admins, every vendor) is offered every sample vendor; the sidebar's
     Log out passes through the provider's end-session page and leaves the login page, with
     no identity cookie left to bring her back on a reload."""
     with _fresh_page(browser, 1600) as page:

@@ -71,13 +71,14 @@ from core.store.protocol import (
     stored_round,
 )
 from core.store.records import withdrawn_link, withdrawn_marker
-from core.timeline.series import ARCHIVED_OF_KEY, FACTS_KEY
+from core.timeline.series import ARCHIVED_OF_KEY, facts_entry
 
 # What the readers make of a file is part of its version: when they learn more (version 2:
 # each chunk's section heading path; 3: a PDF's running headers and footers dropped, its pages
-# without a text layer read by OCR; 4: what the document states of itself, its kind and
-# dates), ingesting the unchanged file again rewrites its chunks.
-READER_VERSION = 4
+# without a text layer read by OCR), ingesting the unchanged file again rewrites its chunks.
+# What a document states of itself (its facts) is kept in its manifest entry with the version
+# of the reading (`FACTS_VERSION`): read again, an unchanged file has only its entry rewritten.
+READER_VERSION = 3
 # One questionnaire payload, validated or as decoded from JSON.
 RoundInput = QuestionnairePayload | dict[str, Any]
 # Chunks embedded and written per step of a documents ingest (or the store's largest write,
@@ -173,6 +174,7 @@ class EvidenceWriter:
         committed = existing.documents() if existing else {}
         outcomes: list[DocumentOutcome] = []
         pending: list[_Pending] = []
+        reread: list[tuple[str, dict[str, Any]]] = []  # unchanged files read anew
         for doc in prepared:
             doc_key = document_key(doc.source, doc_type, round_number)
             version = short_hash(f"{doc.digest}|{s.chunk_size}|{s.chunk_overlap}|{doc_type}|"
@@ -181,6 +183,8 @@ class EvidenceWriter:
             if previous and previous.get("version") == version:
                 outcomes.append(DocumentOutcome(source=doc.source, status="unchanged",
                                                 chunks=int(previous["chunks"]), pages=doc.pages))
+                if facts_entry(doc.facts) != {k: previous.get(k) for k in facts_entry(doc.facts)}:
+                    reread.append((doc_key, {**previous, **facts_entry(doc.facts)}))
                 continue
             outcomes.append(DocumentOutcome(source=doc.source,
                                             status="replaced" if previous else "added",
@@ -189,6 +193,8 @@ class EvidenceWriter:
             pending.append(_Pending(doc, doc_key, version, previous))
 
         written = self._write_documents(vendor_id, pending, doc_type, round_number, progress)
+        if existing and reread:  # what they state of themselves, as this reading reads it
+            commit_document(existing, reread)
         if existing:
             written_keys = {p.doc_key for p in pending}
             for doc in prepared:  # finish any clean-up an interrupted run left behind
@@ -284,7 +290,7 @@ class EvidenceWriter:
             "source": doc.source, "type": doc_type, "digest": item.version,
             "version": item.version, "file_sha256": doc.digest, "chunks": len(doc.chunks),
             "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            FACTS_KEY: doc.facts.model_dump_json(exclude_defaults=True),
+            **facts_entry(doc.facts),
         }
         if round_number is not None:
             manifest["round_number"] = round_number

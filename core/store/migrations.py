@@ -25,7 +25,7 @@ from core.store.records import MANIFEST_GENERATION_ID, link_metadata, new_genera
 from core.store.scoping import SCOPED_SINCE
 from core.store.vendor import VendorStore
 from core.timeline.reading import read_facts
-from core.timeline.series import FACTS_KEY
+from core.timeline.series import FACTS_KEY, facts_entry
 
 # The schema this program writes; the steps below upgrade older stores to it in place.
 SCHEMA_VERSION = 7
@@ -127,8 +127,7 @@ def _record_document_facts(vendor: VendorStore) -> None:
                     headings.append(heading)
         facts = read_facts(["\n".join(texts) for _, texts in sorted(pages.items())],
                            source=str(entry.get("source", "")), headings=headings)
-        missing.append((doc_key, {**entry, FACTS_KEY: facts.model_dump_json(
-            exclude_defaults=True)}))
+        missing.append((doc_key, {**entry, **facts_entry(facts)}))
     for start in range(0, len(missing), UPDATE_BATCH):
         vendor.write_manifest([*missing[start : start + UPDATE_BATCH],
                                (MANIFEST_GENERATION_ID, new_generation())])

@@ -69,12 +69,14 @@ _CERTIFICATE_WORDS = re.compile(r"\bcertificate\b|\bcertif(?:y|ies)[\s\u00a0]+th
 # A title that names a certification (not a certification practice statement, a policy).
 _CERTIFICATION_TITLE = re.compile(r"^[^\n]*\bcertification\b(?![^\n]*(?:practice|policy|"
                                   r"statement|program[^\n]*polic))", re.IGNORECASE | re.MULTILINE)
+# A one-page certificate whose labels are pictures still says how to check it.
+_VERIFY_CERTIFICATE = re.compile(r"authenticity[\s\u00a0]+of[\s\u00a0]+this[\s\u00a0]+"
+                                 r"certificate", re.IGNORECASE)
 _CERTIFIES = re.compile(r"\b(?:this[\s\u00a0]+is[\s\u00a0]+to[\s\u00a0]+certify|certif(?:y|ies)"
                         r"[\s\u00a0]+that|has[\s\u00a0]+been[\s\u00a0]+(?:assessed|audited|"
                         r"certified|registered)|is[\s\u00a0]+certified|certificate[\s\u00a0]+"
                         r"(?:number|no\.?)|valid[\s\u00a0]+until|expiry[\s\u00a0]+date|"
-                        r"date[\s\u00a0]+of[\s\u00a0]+expiry|expiration[\s\u00a0]+date|"
-                        r"authenticity[\s\u00a0]+of[\s\u00a0]+this[\s\u00a0]+certificate)",
+                        r"date[\s\u00a0]+of[\s\u00a0]+expiry|expiration[\s\u00a0]+date)",
                         re.IGNORECASE)
 _LETTER_WORDS = re.compile(r"\b(?:bridge|gap|comfort|authori[sz]ation|attestation|engagement|"
                            r"representation)[\s\u00a0]+letter\b|^[\s\u00a0]*dear[\s\u00a0]+",
@@ -236,7 +238,7 @@ def read_kind(pages: Sequence[str], headings: Sequence[str], source: str,
     if _REPORT_WORDS.search(zone):
         return "report"
     if (_CERTIFICATE_WORDS.search(head) and _CERTIFIES.search(head) and len(pages) <= 6) or (
-            _CERTIFIES.search(head) and len(pages) <= 2):
+            _VERIFY_CERTIFICATE.search(head) and len(pages) <= 2):
         return "certificate"
     if not headings and _REPORT_WORDS.search(head[:600]):  # a title line of a PDF or text
         return "report"

@@ -29,6 +29,10 @@ from core.timeline.identity import (
 )
 from core.timeline.opinions import read_matters, read_opinion
 
+# The reading's version: when it learns to read more, a file ingested again has its facts read
+# anew (its chunks, unchanged, are kept).
+FACTS_VERSION = 1
+
 
 def _label(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern.replace(" ", r"[\s\u00a0]+"), re.IGNORECASE)

@@ -26,9 +26,11 @@ from pydantic import BaseModel, Field
 
 from core.models import DATE_BASES, DocumentFacts, DocumentStanding, LaterVersion
 from core.timeline.identity import NAMES_A_KIND, series_words
+from core.timeline.reading import FACTS_VERSION
 
 # Keys of a document's manifest entry that this module reads (the writer writes them).
 FACTS_KEY = "facts"
+FACTS_VERSION_KEY = "facts_version"
 ARCHIVED_OF_KEY = "archived_of"
 # Manifest records of a reviewer's series corrections carry this kind.
 CORRECTION_KIND = "series_correction"
@@ -63,6 +65,13 @@ class SeriesCorrection:
     dated: str | None = None
     by: str = ""
     at: str = ""
+
+
+def facts_entry(facts: DocumentFacts) -> dict[str, Any]:
+    """The keys of a manifest entry that hold what its document states of itself, and which
+    reading read it."""
+    return {FACTS_KEY: facts.model_dump_json(exclude_defaults=True),
+            FACTS_VERSION_KEY: FACTS_VERSION}
 
 
 def stored_document(doc_key: str, entry: Mapping[str, Any]) -> StoredDocument:

@@ -99,7 +99,7 @@ def test_first_start_shows_the_indexing_at_once_then_opens_the_pages(tmp_path, m
         at.run()
         assert at.title[0].value == "Indexing the sample data"
         assert _progress_text(at).startswith(
-            "Step 1 of 17: acme: documents (access_control_policy.md, ")
+            "Step 1 of 20: acme: documents (access_control_policy.md, ")
         assert _shown(m.value for m in at.markdown).startswith(f"{ACME_FILES_READ} · ")
         assert _shown(m.value for m in at.markdown).endswith(" s elapsed")
         assert "Done: Loading the embedding model fake-bag-of-words (" in _shown(
@@ -112,9 +112,9 @@ def test_first_start_shows_the_indexing_at_once_then_opens_the_pages(tmp_path, m
     at.run()
 
     assert not at.exception
-    assert bench.vendor_ids() == ["acme", "northwind"]
+    assert bench.vendor_ids() == ["acme", "lumen", "northwind"]
     assert at.title[0].value == "Criterion overview"
-    assert at.sidebar.selectbox(key="vendor").options == ["acme", "northwind"]
+    assert at.sidebar.selectbox(key="vendor").options == ["acme", "lumen", "northwind"]
     assert at.sidebar.selectbox(key="criterion").value == AES_CRITERION
     statuses = {s.vendor_id: s for s in bench.status()}
     assert statuses["acme"].rounds == [1, 2, 3, 4, 5]
@@ -167,7 +167,7 @@ def test_a_failed_indexing_shows_one_sentence_and_can_be_tried_again(tmp_path, m
 
     assert not at.exception
     assert at.title[0].value == "Criterion overview"
-    assert bench.vendor_ids() == ["acme", "northwind"]
+    assert bench.vendor_ids() == ["acme", "lumen", "northwind"]
     st.cache_resource.clear()
     st.cache_data.clear()
 
