@@ -403,3 +403,38 @@ def test_the_overview_opens_with_the_current_answer_on_the_first_screen(dashboar
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "11_overview_first_screen.png"))  # the viewport only
     page.close()
+
+
+LUMEN_SOC2 = "Does the vendor have a current SOC 2 Type II report?"
+
+
+def test_documents_in_time_on_the_library_and_the_overview(dashboard_url, browser):
+    """Vendor lumen (three years of one SOC 2 report across a change of audit firm, a
+    re-issued certificate, a policy's two versions): the Evidence library shows each series
+    with its current and earlier versions and what is stale; the Criterion overview of a
+    criterion no round answers leads with the current report's excerpt, dated, and says which
+    earlier reports in the context were superseded."""
+    url, _started = dashboard_url
+    page = browser.new_page(viewport={"width": 1440, "height": 2200})
+    page.goto(f"{url}/?vendor=lumen")
+    page.get_by_role("heading", name="Criterion overview").first.wait_for(timeout=WAIT_MS)
+    _wait_until_idle(page)
+    _type_criterion(page, LUMEN_SOC2)
+    page.get_by_role("heading", name="The vendor's current documents").first.wait_for(
+        timeout=WAIT_MS)
+    text = _main_text(page)
+    assert "LMN-SOC2-FY25.pdf · report for the period 2024-07-01 to 2025-06-30" in text
+    assert "The report's period ended 2025-06-30, over a year ago." in text
+    assert ("Lumen-SOC2-Type-II-Report-2024.pdf (report for the period 2023-07-01 to "
+            "2024-06-30), superseded by LMN-SOC2-FY25.pdf (2025-06-30)") in text
+    _shot(page, "12_overview_current_documents")
+
+    _open(page, "Evidence library", "Browse and search the stored chunks")
+    text = _main_text(page)
+    assert "Documents in time" in text
+    assert "superseded by ISO-27001-Certificate.md (2025-03-14)" in text
+    assert "superseded by encryption-policy.md (2025-06-18)" in text
+    assert "LMN-SOC2-FY25.pdf: The report's period ended 2025-06-30, over a year ago." in text
+    assert "report for the period 2024-07-01 to 2025-06-30" in text
+    _shot(page, "13_library_documents_in_time")
+    page.close()

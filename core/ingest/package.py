@@ -23,6 +23,7 @@ from core.ingest.documents import (
     prepare_document,
     walk_folder,
 )
+from core.ingest.rounds.answers import LayoutRead
 from core.ingest.rounds.mapping import ColumnMapping
 from core.ingest.rounds.payload import load_payload_file, payload_records
 from core.ingest.rounds.pdf_tables import read_pdf_questionnaire
@@ -202,14 +203,8 @@ def _sort_file(path: Path, name: str, vendor_id: str, timestamp: str, limits: Pa
         data = read_user_file(path, max_bytes=settings.max_document_bytes, what="a document")
         found = read_pdf_questionnaire(name, data)
         if found.read is not None:
-            read = layout_round(name, found.read, vendor_id=vendor_id, round_number=1,
-                                timestamp=timestamp, limits=limits)
-            return PackageFile(name, "round", f"a questionnaire ({read.layout}): "
-                               f"{_count(len(read.payload.responses), 'answer')} from "
-                               f"{pages_text(found.read.sheets)}.",
-                               layout=read.layout,
-                               round=LoadedRound(read.payload, name, read.notes),
-                               preview=read.preview())
+            return _questionnaire_file(name, found.read, f" from {pages_text(found.read.sheets)}",
+                                       vendor_id, timestamp, limits)
         if found.looks_like:
             kept_why = (f" It looks like a questionnaire and was kept as a document: "
                         f"{found.reason}.")
@@ -217,13 +212,7 @@ def _sort_file(path: Path, name: str, vendor_id: str, timestamp: str, limits: Pa
         data = read_user_file(path, max_bytes=settings.max_document_bytes, what="a document")
         page = read_page_questionnaire(name, page_text(path, data))
         if page.read is not None:
-            read = layout_round(name, page.read, vendor_id=vendor_id, round_number=1,
-                                timestamp=timestamp, limits=limits)
-            return PackageFile(name, "round", f"a questionnaire ({read.layout}): "
-                               f"{_count(len(read.payload.responses), 'answer')}.",
-                               layout=read.layout,
-                               round=LoadedRound(read.payload, name, read.notes),
-                               preview=read.preview())
+            return _questionnaire_file(name, page.read, "", vendor_id, timestamp, limits)
         if page.looks_like:
             kept_why = (f" It holds question ids and was kept as a document: "
                         f"{page.reason}.")
@@ -239,6 +228,18 @@ def _sort_file(path: Path, name: str, vendor_id: str, timestamp: str, limits: Pa
                                     for i, c in enumerate(document.chunks[:5], start=1)])
     raise UserInputError(f"{name} is not a format the workbench reads (documents: "
                          f"{SUPPORTED_LIST}; questionnaires: {QUESTIONNAIRE_LIST}).")
+
+
+def _questionnaire_file(name: str, found: LayoutRead, where: str, vendor_id: str,
+                        timestamp: str, limits: PayloadLimits) -> PackageFile:
+    """A questionnaire read from a file without a workbook (a PDF, a web page) as a round of
+    the package; `where` says where its answers stood (" from pages 2-9")."""
+    read = layout_round(name, found, vendor_id=vendor_id, round_number=1, timestamp=timestamp,
+                        limits=limits)
+    return PackageFile(name, "round", f"a questionnaire ({read.layout}): "
+                       f"{_count(len(read.payload.responses), 'answer')}{where}.",
+                       layout=read.layout, round=LoadedRound(read.payload, name, read.notes),
+                       preview=read.preview())
 
 
 _ROUND_KEYS = {"vendor_id", "round_number", "timestamp", "responses"}

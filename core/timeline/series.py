@@ -111,28 +111,15 @@ class SupersededBy(BaseModel):
     received_at: str
 
 
-class DocumentVersion(BaseModel):
-    """One document version and where it stands: what `evidence documents` prints."""
+class DocumentVersion(DocumentFacts):
+    """One document version and where it stands: what `evidence documents` prints (its facts,
+    then its place in its series)."""
 
     doc_key: str
     source: str
     type: str
     round_number: int | None = None
-    kind: str
-    title: str | None = None
     series: str
-    issuer: str | None = None
-    family: str | None = None
-    scope: str | None = None
-    period_start: str | None = None
-    period_end: str | None = None
-    as_of: str | None = None
-    valid_until: str | None = None
-    version: str | None = None
-    effective_on: str | None = None
-    reviewed_on: str | None = None
-    opinion: str | None = None
-    matters: list[str] = Field(default_factory=list)
     date: str = Field(description="the date that orders its series (ISO)")
     date_basis: str
     date_stated: bool
@@ -151,7 +138,7 @@ class DocumentVersion(BaseModel):
     def standing(self) -> DocumentStanding:
         """How an excerpt of this version is labelled."""
         return DocumentStanding(
-            kind=self.kind, title=self.title, series=self.series, date=self.date,  # type: ignore[arg-type]
+            kind=self.kind, title=self.title, series=self.series, date=self.date,
             date_basis=self.date_basis, date_stated=self.date_stated,
             period_start=self.period_start, period_end=self.period_end,
             valid_until=self.valid_until, current=self.current,
@@ -307,13 +294,8 @@ def timeline(documents: Iterable[StoredDocument],
             newer = ordered[position + 1] if position + 1 < len(ordered) else None
             correction = corrections.get(doc.doc_key)
             versions[doc.doc_key] = DocumentVersion(
-                doc_key=doc.doc_key, source=doc.source, type=doc.type,
-                round_number=doc.round_number, kind=facts.kind, title=facts.title,
-                series=series, issuer=facts.issuer, family=facts.family, scope=facts.scope,
-                period_start=facts.period_start, period_end=facts.period_end,
-                as_of=facts.as_of, valid_until=facts.valid_until, version=facts.version,
-                effective_on=facts.effective_on, reviewed_on=facts.reviewed_on,
-                opinion=facts.opinion, matters=list(facts.matters), date=day,
+                **facts.model_dump(), doc_key=doc.doc_key, source=doc.source, type=doc.type,
+                round_number=doc.round_number, series=series, date=day,
                 date_basis=basis, date_stated=stated, received_at=doc.received_at,
                 current=doc is current,
                 superseded_by=None if newer is None else SupersededBy(

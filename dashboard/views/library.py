@@ -176,7 +176,7 @@ def versions_table(versions: Sequence[DocumentVersion]) -> pd.DataFrame:
         "Matters": " | ".join(v.matters),
         "Received": v.received_at[:10],
         "Corrected": ", ".join(f"{k}: {val}" for k, val in v.corrected.items()),
-    } for v in versions], columns=["Series", "Document", "Standing", "Date", "Kind", "Title",
+    } for v in versions], columns=["Document", "Date", "Standing", "Series", "Kind", "Title",
                                    "Issuer", "Opinion", "Matters", "Received", "Corrected"])
 
 
