@@ -138,3 +138,20 @@ def test_a_reviewers_correction_moves_and_dates_a_document():
     assert after["b"].current and after["b"].date_basis == "corrected"
     assert after["a"].superseded_by.source == "summary-2025.pdf"
     assert after["b"].corrected == {"series": before["a"].series, "dated": "2025-08-31"}
+
+
+def test_a_version_that_states_no_date_stands_after_those_received_before_it():
+    versions = timeline([
+        # The first version sent had a placeholder for its date ("X Y, 2023"), so states none.
+        doc("v1", "cp.md", received="2026-01-01T00:00:00+00:00", kind="policy", title="CP"),
+        doc("v2", "cp.md", received="2026-01-02T00:00:00+00:00", kind="policy", title="CP",
+            reviewed_on="2023-05-16"),
+        doc("v3", "cp.md", received="2026-01-03T00:00:00+00:00", kind="policy", title="CP",
+            reviewed_on="2024-02-06"),
+        # Sent last, undated: the vendor's newest, after every dated version before it.
+        doc("v4", "cp.md", received="2026-01-04T00:00:00+00:00", kind="policy", title="CP"),
+    ], today=TODAY)
+    order = sorted(versions.values(), key=lambda v: v.earlier_versions)
+    assert [v.doc_key for v in order] == ["v1", "v2", "v3", "v4"]
+    assert versions["v4"].current and versions["v1"].superseded_by.source == "cp.md"
+    assert (versions["v1"].date_stated, versions["v1"].date) == (False, "2026-01-01")

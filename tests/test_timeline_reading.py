@@ -248,3 +248,27 @@ We observed the key generation ceremony of Example Root Y2, held on September 3,
 and the controls over it."""
     facts = read_facts([report], source="ceremony.pdf")
     assert (facts.kind, facts.family, facts.as_of) == ("report", "key ceremony", "2025-09-03")
+
+
+def test_a_revision_tables_newest_row_gives_the_version_even_with_a_placeholder_date():
+    table = """# Certificate Policy and Certification Practice Statement
+
+This combined Certificate Policy and Certification Practice Statement governs the roots.
+
+| Date | Changes | Version |
+|---|---|---|
+| May 16, 2023 | Make the OID optional. | 5.1 |
+| Aug 29, 2025 | Shorter validity. | 5.9 |
+| Sep TKTK, 2025 | Drop the old root. | 6.0 |
+"""
+    facts = read_facts([table], source="cp-cps.md",
+                       headings=["Certificate Policy and Certification Practice Statement"])
+    # Its version is the newest row's; that row's date is a placeholder, so none is stated.
+    assert (facts.kind, facts.version, facts.reviewed_on) == ("policy", "6.0", None)
+
+
+def test_a_report_dated_by_no_full_date_is_dated_to_its_month():
+    facts = read_facts(["Pentest-Report Example VPN Clients 09.2018\n\nCarried out in "
+                        "September 2018 by Example Security GmbH."], source="pentest.pdf")
+    assert (facts.kind, facts.family, facts.as_of) == ("report", "penetration test",
+                                                       "2018-09-01")

@@ -124,6 +124,20 @@ def find_dates(text: str) -> list[FoundDate]:
     return kept
 
 
+_MONTH_YEAR = re.compile(rf"\b(?P<month>{_MONTH})\.?,?{_S}(?P<year>{_YEAR})\b|"
+                         rf"\b(?P<mm>0?[1-9]|1[0-2])[./](?P<yyyy>{_YEAR})\b", re.IGNORECASE)
+
+
+def find_month(text: str) -> date | None:
+    """The first month a text names with its year and no day ("September 2018", "09.2018"),
+    as its first day: a document dated by no full date is dated to its month."""
+    for m in _MONTH_YEAR.finditer(text):
+        if m["month"]:
+            return _make(int(m["year"]), _month(m["month"]), 1)
+        return _make(int(m["yyyy"]), int(m["mm"]), 1)
+    return None
+
+
 def _partial_before(text: str, end_date: FoundDate, joiner_start: int) -> FoundDate | None:
     """A month and day without a year just before the joiner, dated by the period's end."""
     head = text[max(0, joiner_start - 20):joiner_start]

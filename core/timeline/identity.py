@@ -54,6 +54,11 @@ _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                    r"[\s\u00a0]+compliance[\s\u00a0]+criteria[\s\u00a0]+catalogue"),
         ("penetration test", r"penetration[\s\u00a0]+test|\bpen[\s\u00a0-]?test"),
     ))
+# Schemes whose evidence is a certificate (a report attests; these certify).
+CERTIFIED_FAMILIES = frozenset({
+    "ISO/IEC 27001", "ISO/IEC 27017", "ISO/IEC 27018", "ISO/IEC 27701", "ISO 22301",
+    "ISO/IEC 20000-1", "ISO 9001", "CSA STAR", "Cyber Essentials", "Cyber Essentials Plus",
+    "TX-RAMP", "TISAX"})
 _SOC_TYPE = re.compile(r"\btype[\s\u00a0]*(1|2|I{1,2})\b", re.IGNORECASE)
 
 _REPORT_WORDS = re.compile(
@@ -226,6 +231,8 @@ def read_kind(pages: Sequence[str], headings: Sequence[str], source: str,
     named = family is not None and names_family(family, zone)
     if named and (_CERTIFICATE_WORDS.search(zone) or _CERTIFICATION_TITLE.search(zone)):
         return "certificate"
+    if named and family in CERTIFIED_FAMILIES:  # a scheme that certifies, by its name
+        return "certificate"
     if named:  # "Payment Card Industry Data Security Standard": an attestation, not a policy
         return "report"
     if _POLICY_WORDS.search(zone) and not _CERTIFICATE_WORDS.search(zone):
@@ -276,10 +283,13 @@ def _title_line(line: str) -> bool:
     if letters < 4 or letters < len(line.replace(" ", "")) * 0.6:
         return False
     lowered = line.lower()
-    if re.search(r"\b(?:number|no\.|date|address|tel|phone|fax|e-?mail)\b[\s:]", lowered):
+    if re.search(r"\b(?:number|no\.|date|address|tel|phone|fax|e-?mail)\b[\s:]|\bqr\b|"
+                 r"\bscan\b", lowered):
         return False  # a labelled field ("Certificate number: 2013-009"), not a title
-    return not (lowered.startswith(("page ", "confidential", "copyright", "©", "http", "www."))
-                or lowered.rstrip(".").endswith(("confidential", "proprietary")))
+    return not (lowered.startswith(("page ", "confidential", "copyright", "©", "http", "www.",
+                                    "this ", "the following"))
+                or lowered.rstrip(".").endswith(("confidential", "proprietary"))
+                or line.endswith("-"))  # a sentence, or a line broken inside a word
 
 
 def read_title(pages: Sequence[str], headings: Sequence[str], kind: DocumentKind) -> str | None:

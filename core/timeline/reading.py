@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from datetime import date
 
 from core.models import DocumentFacts, DocumentKind
-from core.timeline.dates import FoundDate, dates_after, find_dates, find_periods
+from core.timeline.dates import FoundDate, dates_after, find_dates, find_month, find_periods
 from core.timeline.identity import (
     opening,
     read_family,
@@ -125,7 +125,7 @@ def _report_dates(text: str, head: str, family: str | None, dates: list[FoundDat
         as_of = _most_named(_labelled(text, _REPORT_DATE, dates))
     if as_of is None:
         head_dates = find_dates(head)
-        as_of = head_dates[0].day if head_dates else None
+        as_of = head_dates[0].day if head_dates else find_month(head)
     return {"as_of": _iso(as_of)}
 
 
@@ -152,21 +152,22 @@ def _certificate_dates(text: str, dates: list[FoundDate]) -> dict[str, str | Non
 
 
 def _revision_table(text: str) -> tuple[str | None, date | None]:
-    """(version, date) of a revision history table's newest row: the row with the latest
-    date among those that hold a version number and a date."""
-    best: tuple[date, str | None] | None = None
+    """(version, date) of a revision history table's newest row: the row of the highest
+    version number, and its date (None where that row's date is a placeholder, "X Y, 2023")."""
+    best: tuple[tuple[int, ...], str, date | None] | None = None
     for m in _TABLE_ROW.finditer(text):
         row = m["row"]
-        row_dates = find_dates(row)
-        if not row_dates:
-            continue
         version = _ROW_VERSION.search(row)
-        day = max(d.day for d in row_dates)
-        if version is None:
+        if version is None or not re.search(r"[A-Za-z]{3}|\d{4}", row):
             continue
-        if best is None or day >= best[0]:
-            best = (day, version["version"])
-    return (best[1], best[0]) if best else (None, None)
+        number = tuple(int(part) for part in version["version"].split("."))
+        row_dates = find_dates(row)
+        day = max((d.day for d in row_dates), default=None)
+        if day is None and not re.search(r"(?:19|20)\d\d", row):
+            continue  # a row of another table, with no date at all
+        if best is None or number >= best[0]:
+            best = (number, version["version"], day)
+    return (best[1], best[2]) if best else (None, None)
 
 
 def _policy_dates(text: str, head: str, dates: list[FoundDate]) -> dict[str, str | None]:
@@ -178,8 +179,9 @@ def _policy_dates(text: str, head: str, dates: list[FoundDate]) -> dict[str, str
                     default=None)
     reviewed = [d.day for d in _labelled(text, _REVIEWED, dates, skip=_NEXT_REVIEW)]
     table_version, table_day = _revision_table(text)
-    if table_day is not None:
+    if table_version is not None:
         version = version or table_version
+    if table_day is not None:
         reviewed.append(table_day)
     if effective is None and not reviewed:  # a document dated only "Date: ..." at its top
         effective = max((d.day for d in _labelled(head, _LETTER_DATE, find_dates(head),

@@ -219,12 +219,15 @@ def series_keys(documents: Sequence[StoredDocument],
         if len(clusters) < 2:
             continue
         clusters.sort(key=lambda c: -len(c[1]))
-        for words, docs in clusters:
-            suffix = _slug(" ".join(sorted(words))[:60])
+        # Each scope's series is named by the scope of its first document received, so its
+        # name stays as later versions arrive.
+        names = [_slug(min(docs, key=lambda d: d.received_at).facts.scope or "")[:48]
+                 for _, docs in clusters]
+        for name, (_, docs) in zip(names, clusters, strict=True):
             for doc in docs:
-                keys[doc.doc_key] = f"{key}/{suffix}"
+                keys[doc.doc_key] = f"{key}/{name}"
         for doc in unscoped:
-            keys[doc.doc_key] = f"{key}/{_slug(' '.join(sorted(clusters[0][0]))[:60])}"
+            keys[doc.doc_key] = f"{key}/{names[0]}"
     for doc in documents:
         if doc.archived_of:
             keys[doc.doc_key] = keys.get(doc.archived_of) or _own_key(doc)[0]
@@ -270,6 +273,23 @@ def _stale(doc: StoredDocument, today: date, stale_after_days: int) -> str | Non
     return None
 
 
+def in_order(members: Sequence[StoredDocument],
+             dated: Mapping[str, tuple[str, str, bool]]) -> list[StoredDocument]:
+    """A series' versions, oldest first. Versions that state their date are ordered by it. A
+    version that states none was sent after every version received before it, so it stands
+    just after the newest of those by date (an undated file received first is the oldest);
+    on one date, the one received last is the newer, and a file's newest version is newer
+    than its earlier versions received at the same moment."""
+    def key(doc: StoredDocument) -> tuple[str, str, bool]:
+        day, _, stated = dated[doc.doc_key]
+        if not stated:
+            before = [dated[d.doc_key][0] for d in members
+                      if dated[d.doc_key][2] and d.received_at < doc.received_at]
+            day = max(before, default="")
+        return day, doc.received_at, doc.archived_of is None
+    return sorted(members, key=key)
+
+
 def timeline(documents: Iterable[StoredDocument],
              corrections: Mapping[str, SeriesCorrection] | None = None, *,
              today: date, stale_after_days: int = 365) -> dict[str, DocumentVersion]:
@@ -283,10 +303,7 @@ def timeline(documents: Iterable[StoredDocument],
         by_series[keys[doc.doc_key]].append(doc)
     versions: dict[str, DocumentVersion] = {}
     for series, members in by_series.items():
-        # Oldest first; on one date, the one received last is the newer; a file's newest
-        # version is newer than its earlier versions received on the same day.
-        ordered = sorted(members, key=lambda d: (dated[d.doc_key][0], d.received_at,
-                                                 d.archived_of is None))
+        ordered = in_order(members, dated)
         current = ordered[-1]
         for position, doc in enumerate(ordered):
             day, basis, stated = dated[doc.doc_key]
