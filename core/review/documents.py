@@ -15,6 +15,7 @@ from core.review.decisions import check_reviewer, default_reviewer
 from core.store import KIND_KEY, EvidenceStore
 from core.store.protocol import commit_record
 from core.timeline.series import CORRECTION_KIND, DocumentVersion
+from core.trace.context import version_note
 
 MAX_SERIES_CHARS = 120
 _PREFIX = "series:"
@@ -102,8 +103,6 @@ class SeriesCorrections:
 
 def version_line(version: DocumentVersion) -> str:
     """One document version for people: its standing, name, date and who issued it."""
-    from core.trace.context import version_note
-
     issued = f"; {version.issuer}" if version.issuer and version.issuer != "the vendor" else ""
     opinion = f"; opinion {version.opinion}" if version.opinion else ""
     said = version_note(version.standing(), version.later_version)
