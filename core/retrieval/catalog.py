@@ -72,7 +72,7 @@ class Catalog:
         versions = self.versions_by_key(vendor_id).values()
         newest = {v.series: v.date for v in versions if v.current}
         return sorted(versions, reverse=True, key=lambda v: (
-            newest[v.series], v.series, v.current, v.date, v.received_at))
+            newest[v.series], v.series, v.earlier_versions))
 
     def browse_chunks(self, vendor_id: str, *, contains: str | None = None,
                       doc_type: str | None = None, limit: int = 200) -> list[dict[str, Any]]:

@@ -84,8 +84,9 @@ _CERTIFIES = re.compile(r"\b(?:this[\s\u00a0]+is[\s\u00a0]+to[\s\u00a0]+certify|
                         r"date[\s\u00a0]+of[\s\u00a0]+expiry|expiration[\s\u00a0]+date)",
                         re.IGNORECASE)
 _LETTER_WORDS = re.compile(r"\b(?:bridge|gap|comfort|authori[sz]ation|attestation|engagement|"
-                           r"representation)[\s\u00a0]+letter\b|^[\s\u00a0]*dear[\s\u00a0]+",
-                           re.IGNORECASE | re.MULTILINE)
+                           r"representation)[\s\u00a0]+letter\b|\bletter[\s\u00a0]+of[\s\u00a0]+"
+                           r"(?:assessment|attestation|authori[sz]ation|compliance)\b|"
+                           r"^[\s\u00a0]*dear[\s\u00a0]+", re.IGNORECASE | re.MULTILINE)
 _LETTER_CLOSE = re.compile(r"^[\s\u00a0]*(?:sincerely|regards|best[\s\u00a0]+regards|"
                            r"respectfully|yours[\s\u00a0]+(?:truly|faithfully|sincerely))\b",
                            re.IGNORECASE | re.MULTILINE)
@@ -126,7 +127,10 @@ _LEGAL_FORM = re.compile(
     r"(?P<name>(?:(?:[A-Z][\w&'\u2019.-]*|&)[ \t\u00a0]+){0,4}[A-Z][\w&'\u2019.-]*),?[ \t\u00a0]+"
     r"(?P<form>LLP|L\.L\.P\.|LLC|L\.L\.C\.|P\.C\.|PLLC|CPAs?|PLC|GmbH|AG|B\.V\.|S\.A\.|Ltd\.?|"
     r"Limited)\b")
-_SOA = re.compile(r"statement[\s\u00a0]+of[\s\u00a0]+applicability", re.IGNORECASE)
+# A statement of applicability, by its name or by the columns of its table.
+_SOA = re.compile(r"statement[\s\u00a0]+of[\s\u00a0]+applicability|applicab(?:le|ility)"
+                  r"[\s\u00a0]*[\[(]\s*(?:y/n|n\s*or\s*y)|controlled[\s\u00a0]+by[\s\u00a0]+3rd"
+                  r"[\s\u00a0]+party", re.IGNORECASE)
 _CERTIFIER = re.compile(r"certif|assurance|registrar|audit|assessment|verification|"
                         r"accreditation|inspection|quality", re.IGNORECASE)
 _BRIDGE = re.compile(r"\b(?:bridge|gap)[\s\u00a0]+letter\b", re.IGNORECASE)
@@ -226,7 +230,7 @@ def read_kind(pages: Sequence[str], headings: Sequence[str], source: str,
             re.search(r"^[\s\u00a0]*dear[\s\u00a0]+", head, re.I | re.M)
             and _LETTER_CLOSE.search(whole)):
         return "letter"
-    if _SOA.search(zone) or _CA_POLICY.search(head):  # documents that name a standard or
+    if _SOA.search(head[:1500]) or _CA_POLICY.search(head):  # documents that name a standard or
         return "policy"  # certificates they govern, not an attestation or a certificate
     named = family is not None and names_family(family, zone)
     if named and (_CERTIFICATE_WORDS.search(zone) or _CERTIFICATION_TITLE.search(zone)):
@@ -317,7 +321,7 @@ def read_title(pages: Sequence[str], headings: Sequence[str], kind: DocumentKind
         return None  # the lines of a certificate without one naming it are names and places
     if kind == "policy":
         named = [line for line in lines[:10] if _title_line(line) and (
-            _POLICY_WORDS.search(line) or _SOA.search(line))]
+            _POLICY_WORDS.search(line) or re.search(r"statement of applicability", line, re.I))]
         if named:
             return named[0][:MAX_TITLE_CHARS]
     for line in lines[:15]:
