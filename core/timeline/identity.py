@@ -127,10 +127,11 @@ _LEGAL_FORM = re.compile(
     r"(?P<name>(?:(?:[A-Z][\w&'\u2019.-]*|&)[ \t\u00a0]+){0,4}[A-Z][\w&'\u2019.-]*),?[ \t\u00a0]+"
     r"(?P<form>LLP|L\.L\.P\.|LLC|L\.L\.C\.|P\.C\.|PLLC|CPAs?|PLC|GmbH|AG|B\.V\.|S\.A\.|Ltd\.?|"
     r"Limited)\b")
-# A statement of applicability, by its name or by the columns of its table.
-_SOA = re.compile(r"statement[\s\u00a0]+of[\s\u00a0]+applicability|applicab(?:le|ility)"
-                  r"[\s\u00a0]*[\[(]\s*(?:y/n|n\s*or\s*y)|controlled[\s\u00a0]+by[\s\u00a0]+3rd"
-                  r"[\s\u00a0]+party", re.IGNORECASE)
+# A statement of applicability, by its name (in its title) or by the columns of its table
+# (at its top: a certificate may name the statement it was issued against further down).
+_SOA = re.compile(r"statement[\s\u00a0]+of[\s\u00a0]+applicability", re.IGNORECASE)
+_SOA_COLUMNS = re.compile(r"applicab(?:le|ility)[\s\u00a0]*[\[(]\s*(?:y/n|n\s*or\s*y)|"
+                          r"controlled[\s\u00a0]+by[\s\u00a0]+3rd[\s\u00a0]+party", re.IGNORECASE)
 _CERTIFIER = re.compile(r"certif|assurance|registrar|audit|assessment|verification|"
                         r"accreditation|inspection|quality", re.IGNORECASE)
 _BRIDGE = re.compile(r"\b(?:bridge|gap)[\s\u00a0]+letter\b", re.IGNORECASE)
@@ -230,8 +231,9 @@ def read_kind(pages: Sequence[str], headings: Sequence[str], source: str,
             re.search(r"^[\s\u00a0]*dear[\s\u00a0]+", head, re.I | re.M)
             and _LETTER_CLOSE.search(whole)):
         return "letter"
-    if _SOA.search(head[:1500]) or _CA_POLICY.search(head):  # documents that name a standard or
-        return "policy"  # certificates they govern, not an attestation or a certificate
+    if _SOA.search(zone) or _SOA_COLUMNS.search(head[:1500]) or _CA_POLICY.search(head):
+        # Documents that name a standard or the certificates they govern: policies, not an
+        return "policy"  # attestation or a certificate
     named = family is not None and names_family(family, zone)
     if named and (_CERTIFICATE_WORDS.search(zone) or _CERTIFICATION_TITLE.search(zone)):
         return "certificate"
