@@ -141,13 +141,14 @@ def test_a_reviewers_correction_moves_and_dates_a_document():
 
 
 def test_a_version_that_states_no_date_stands_after_those_received_before_it():
-    versions = timeline([
+    versions = timeline([  # one file sent four times: v4 is it now, v1 to v3 its archives
         # The first version sent had a placeholder for its date ("X Y, 2023"), so states none.
-        doc("v1", "cp.md", received="2026-01-01T00:00:00+00:00", kind="policy", title="CP"),
-        doc("v2", "cp.md", received="2026-01-02T00:00:00+00:00", kind="policy", title="CP",
-            reviewed_on="2023-05-16"),
-        doc("v3", "cp.md", received="2026-01-03T00:00:00+00:00", kind="policy", title="CP",
-            reviewed_on="2024-02-06"),
+        doc("v1", "cp.md", received="2026-01-01T00:00:00+00:00", archived_of="v4",
+            kind="policy", title="CP"),
+        doc("v2", "cp.md", received="2026-01-02T00:00:00+00:00", archived_of="v4",
+            kind="policy", title="CP", reviewed_on="2023-05-16"),
+        doc("v3", "cp.md", received="2026-01-03T00:00:00+00:00", archived_of="v4",
+            kind="policy", title="CP", reviewed_on="2024-02-06"),
         # Sent last, undated: the vendor's newest, after every dated version before it.
         doc("v4", "cp.md", received="2026-01-04T00:00:00+00:00", kind="policy", title="CP"),
     ], today=TODAY)
@@ -155,3 +156,12 @@ def test_a_version_that_states_no_date_stands_after_those_received_before_it():
     assert [v.doc_key for v in order] == ["v1", "v2", "v3", "v4"]
     assert versions["v4"].current and versions["v1"].superseded_by.source == "cp.md"
     assert (versions["v1"].date_stated, versions["v1"].date) == (False, "2026-01-01")
+
+
+def test_documents_that_state_no_date_nor_version_are_no_versions_of_each_other():
+    # Thirty pages of one package, one title, numbered names: nothing says which came first.
+    versions = timeline([doc(f"p{i}", f"patching_{i:02d}.md", kind="other",
+                             title="Patching of build systems") for i in range(3)],
+                        today=TODAY)
+    assert all(v.current for v in versions.values())
+    assert len({v.series for v in versions.values()}) == 3

@@ -175,8 +175,13 @@ def _own_key(doc: StoredDocument) -> tuple[str, str | None]:
             return f"{kind}/key-ceremony/{facts.as_of or _slug(doc.source)}", None
         return f"{kind}/{_slug(facts.family)}", facts.family
     # A title that names what the document is ("Access Control Policy") names its series; one
-    # that names only its owner does not, and the file's name does.
+    # that names only its owner does not, and the file's name does. Neither joins documents
+    # that state neither a date nor a version: nothing would say which came first (a package
+    # of pages that share one title, or files numbered 1 to 30, is not one document in
+    # versions); the same file sent again is one all the same (`archived_of`).
     title = facts.title or ""
+    if facts.stated_date is None and facts.version is None:
+        return f"{kind}/{_slug(doc.source)}", None  # its own, whatever it is called
     named = title if NAMES_A_KIND.search(title) else ""
     name = series_words(named) or series_words(doc.source) or _slug(doc.source)
     return f"{kind}/{_slug(name)}", None
