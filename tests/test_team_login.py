@@ -222,7 +222,9 @@ def test_an_anonymous_visitor_sees_the_login_page_only(team, browser):
         page.goto(team.url)
         _wait_for_text(page, LOGIN_TEXT, "[data-testid='stMain']")
         _wait_until_idle(page)
-        assert page.get_by_test_id("stMain").get_by_role("button", name="Log in").is_visible()
+        button = page.get_by_test_id("stMain").get_by_role("button", name="Log in")
+        button.wait_for(state="visible", timeout=WAIT_MS)  # drawn after the text, under load
+        assert button.is_visible()
         shown = page.locator("body").inner_text().lower()
         html = page.content().lower()
         for vendor in SAMPLE_VENDORS:
