@@ -180,16 +180,25 @@ def versions_table(versions: Sequence[DocumentVersion]) -> pd.DataFrame:
                                    "Issuer", "Opinion", "Matters", "Received", "Corrected"])
 
 
+def pick_vendor(statuses: Sequence[VendorStatus], vendor: str | None, *, key: str,
+                empty: str) -> str | None:
+    """A section's choice of vendor, starting at the one chosen in the sidebar; None (and
+    `empty` said) when the store holds no vendor."""
+    vendors = [s.vendor_id for s in statuses]
+    if not vendors:
+        st.info(empty)
+        return None
+    return st.selectbox("Vendor", vendors, key=key,
+                        index=vendors.index(vendor) if vendor in vendors else 0)
+
+
 def show_documents_in_time(statuses: Sequence[VendorStatus], vendor: str | None) -> None:
     """Each series of the vendor's documents with its current and earlier versions, what is
     stale, and the form to correct a series the workbench read wrong."""
     st.subheader("Documents in time")
-    vendors = [s.vendor_id for s in statuses]
-    if not vendors:
-        st.info("No documents yet.")
+    chosen = pick_vendor(statuses, vendor, key="versions_vendor", empty="No documents yet.")
+    if chosen is None:
         return
-    chosen = st.selectbox("Vendor", vendors, key="versions_vendor",
-                          index=vendors.index(vendor) if vendor in vendors else 0)
     versions = resources.document_versions(chosen)
     if not versions:
         st.info(f"Vendor {chosen} holds no documents, only questionnaire answers.")
@@ -636,12 +645,10 @@ def show_browser(workbench: Workbench, statuses: Sequence[VendorStatus],
                  vendor: str | None) -> None:
     """One vendor's stored chunks, filtered by text and type."""
     st.subheader("Browse and search the stored chunks")
-    vendors = [s.vendor_id for s in statuses]
-    if not vendors:
-        st.info("Nothing to browse yet.")
+    browse_vendor = pick_vendor(statuses, vendor, key="browse_vendor",
+                                empty="Nothing to browse yet.")
+    if browse_vendor is None:
         return
-    browse_vendor = st.selectbox("Vendor", vendors, key="browse_vendor",
-                                 index=vendors.index(vendor) if vendor in vendors else 0)
     types = sorted(next(s.by_type for s in statuses if s.vendor_id == browse_vendor))
     search, type_filter = st.columns([2, 1])
     contains = search.text_input("Text contains (exact, case-sensitive)", key="library_search")
