@@ -26,15 +26,15 @@ _MONTH = (r"(?:janu[a-z]{0,5}|jan|febr[a-z]{0,5}|feb|marc[a-z]?|mar|apri[a-z]?|a
 _DAY = r"(?:[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?:19|20)\d\d"
 # A space of any kind, a line break included (a PDF line may end inside a date).
-_S = r"[\s\u00a0]+"
+_S = r"\s+"
 
 _PATTERNS = (
     # September 1, 2024 / Sept. 1 2024 / SEPTEMBER 1, 2022
     ("mdy", re.compile(rf"\b(?P<month>{_MONTH})\.?{_S}(?P<day>{_DAY}),?{_S}(?P<year>{_YEAR})\b",
                        re.IGNORECASE)),
     # 1 September 2024 / 1st of April, 2024 / 01-Apr-2024
-    ("dmy", re.compile(rf"\b(?P<day>{_DAY})(?:{_S}of)?[\s\u00a0\-]+(?P<month>{_MONTH})\.?,?"
-                       rf"[\s\u00a0\-]+(?P<year>{_YEAR})\b", re.IGNORECASE)),
+    ("dmy", re.compile(rf"\b(?P<day>{_DAY})(?:{_S}of)?[\s\-]+(?P<month>{_MONTH})\.?,?"
+                       rf"[\s\-]+(?P<year>{_YEAR})\b", re.IGNORECASE)),
     # 2026-03-14 / 2026/03/14 / 2026.03.14
     ("iso", re.compile(rf"\b(?P<year>{_YEAR})(?P<sep>[-/.])(?P<month>[01]?\d)(?P=sep)"
                        r"(?P<day>[0-3]?\d)\b")),
@@ -49,8 +49,8 @@ _PARTIAL = re.compile(rf"\b(?P<month>{_MONTH})\.?{_S}(?P<day>{_DAY})\b", re.IGNO
 _PARTIAL_DMY = re.compile(rf"\b(?P<day>{_DAY}){_S}(?P<month>{_MONTH})\b", re.IGNORECASE)
 # What joins the two dates of a period: "to", "through", "until", a dash; "and" after
 # "between".
-_JOINER = re.compile(r"\s*,?[\s\u00a0]*(?:to|through|thru|until|till|and|up to|[-\u2013\u2014])"
-                     r"[\s\u00a0]*", re.IGNORECASE)
+_JOINER = re.compile(r"\s*,?\s*(?:to|through|thru|until|till|and|up to|[-\u2013\u2014])"
+                     r"\s*", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -171,8 +171,8 @@ def find_periods(text: str, dates: list[FoundDate] | None = None) -> list[Period
                 continue
         # "January 1 - December 31, 2024": the first date has no year of its own.
         gap = text[max(0, second.start - 12):second.start]
-        joiner_match = re.search(r"\s*,?[\s\u00a0]*(?:to|through|thru|until|and|[-\u2013\u2014])"
-                                 r"[\s\u00a0]*$", gap, re.IGNORECASE)
+        joiner_match = re.search(r"\s*,?\s*(?:to|through|thru|until|and|[-\u2013\u2014])"
+                                 r"\s*$", gap, re.IGNORECASE)
         if joiner_match is not None:
             at = second.start - len(gap) + joiner_match.start()
             start = _partial_before(text, second, at)
@@ -207,7 +207,7 @@ def dates_after(text: str, label: re.Pattern[str], *, reach: int = 60,
 
 
 # What may stand between a label and its date.
-_FILLER = re.compile(r"[\s\u00a0:;,.\-\u2013\u2014|*_#()\[\]]*(?:(?:is|was|on|of|as of|as at|"
+_FILLER = re.compile(r"[\s:;,.\-\u2013\u2014|*_#()\[\]]*(?:(?:is|was|on|of|as of|as at|"
                      r"date|dated|from|the|this|effective|certificate|certification|"
-                     r"registration|report|policy|document|:)[\s\u00a0:;,.\-|*_]*)*",
+                     r"registration|report|policy|document|:)[\s:;,.\-|*_]*)*",
                      re.IGNORECASE)

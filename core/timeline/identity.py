@@ -15,88 +15,88 @@ from core.models import DocumentKind
 # that the document's opening names is its family.
 _FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern, re.IGNORECASE)) for name, pattern in (
-        ("WebTrust for CAs - SSL Baseline", r"webtrust.{0,120}?(?:ssl|tls)[\s\u00a0]+baseline|"
-                                            r"baseline[\s\u00a0]+requirements.{0,60}webtrust"),
-        ("WebTrust for CAs - Network Security", r"webtrust.{0,120}?network[\s\u00a0]+security"),
-        ("WebTrust for CAs - Extended Validation", r"webtrust.{0,120}?extended[\s\u00a0]+"
+        ("WebTrust for CAs - SSL Baseline", r"webtrust.{0,120}?(?:ssl|tls)\s+baseline|"
+                                            r"baseline\s+requirements.{0,60}webtrust"),
+        ("WebTrust for CAs - Network Security", r"webtrust.{0,120}?network\s+security"),
+        ("WebTrust for CAs - Extended Validation", r"webtrust.{0,120}?extended\s+"
                                                    r"validation|webtrust.{0,40}\bEV\b"),
-        ("WebTrust for CAs - Code Signing", r"webtrust.{0,120}?code[\s\u00a0]+signing"),
+        ("WebTrust for CAs - Code Signing", r"webtrust.{0,120}?code\s+signing"),
         ("WebTrust for CAs - S/MIME", r"webtrust.{0,120}?s/mime"),
         ("WebTrust for CAs", r"webtrust"),
-        ("ETSI EN 319 411", r"\bETSI[\s\u00a0]+EN[\s\u00a0]+319[\s\u00a0]+41[13]"),
-        ("key ceremony", r"key[\s\u00a0]+(?:generation[\s\u00a0]+)?ceremony"),
-        ("bridge letter", r"\b(?:bridge|gap)[\s\u00a0]+letter\b"),
+        ("ETSI EN 319 411", r"\bETSI\s+EN\s+319\s+41[13]"),
+        ("key ceremony", r"key\s+(?:generation\s+)?ceremony"),
+        ("bridge letter", r"\b(?:bridge|gap)\s+letter\b"),
         # "SOC 2", "SOC2", "SOC-2", "System and Organization Controls (SOC) 2", "SOC 2®"
-        ("SOC 1", r"\bSOC\W{0,3}1\b|\bSOC[\s\u00a0]+for[\s\u00a0]+service[\s\u00a0]+"
-                  r"organi[sz]ations:?[\s\u00a0]+ICFR"),
-        ("SOC 3", r"\bSOC\W{0,3}3\b|organi[sz]ation[\s\u00a0]+controls?[\s\u00a0]+"
-                  r"(?:\(soc\)[\s\u00a0]+)?3\b"),
-        ("SOC 2", r"\bSOC\W{0,3}2\b|organi[sz]ation[\s\u00a0]+controls?[\s\u00a0]+"
-                  r"(?:\(soc\)[\s\u00a0]+)?2\b|trust[\s\u00a0]+services[\s\u00a0]+"
+        ("SOC 1", r"\bSOC\W{0,3}1\b|\bSOC\s+for\s+service\s+"
+                  r"organi[sz]ations:?\s+ICFR"),
+        ("SOC 3", r"\bSOC\W{0,3}3\b|organi[sz]ation\s+controls?\s+"
+                  r"(?:\(soc\)\s+)?3\b"),
+        ("SOC 2", r"\bSOC\W{0,3}2\b|organi[sz]ation\s+controls?\s+"
+                  r"(?:\(soc\)\s+)?2\b|trust\s+services\s+"
                   r"(?:principles|criteria)"),
-        ("ISO/IEC 27701", r"\bISO(?:/IEC)?[\s\u00a0]*27701\b"),
-        ("ISO/IEC 27018", r"\bISO(?:/IEC)?[\s\u00a0]*27018\b"),
-        ("ISO/IEC 27017", r"\bISO(?:/IEC)?[\s\u00a0]*27017\b"),
-        ("ISO/IEC 27001", r"\bISO(?:/IEC)?[\s\u00a0]*27001\b"),
-        ("ISO 22301", r"\bISO[\s\u00a0]*22301\b"),
-        ("ISO/IEC 20000-1", r"\bISO(?:/IEC)?[\s\u00a0]*20000\b"),
-        ("ISO 9001", r"\bISO[\s\u00a0]*9001\b"),
-        ("PCI DSS", r"\bPCI[\s\u00a0]*DSS\b|attestation[\s\u00a0]+of[\s\u00a0]+compliance"),
-        ("CSA STAR", r"\bCSA[\s\u00a0]+STAR\b|\bSTAR[\s\u00a0]*(?:certification|attestation|"
+        ("ISO/IEC 27701", r"\bISO(?:/IEC)?\s*27701\b"),
+        ("ISO/IEC 27018", r"\bISO(?:/IEC)?\s*27018\b"),
+        ("ISO/IEC 27017", r"\bISO(?:/IEC)?\s*27017\b"),
+        ("ISO/IEC 27001", r"\bISO(?:/IEC)?\s*27001\b"),
+        ("ISO 22301", r"\bISO\s*22301\b"),
+        ("ISO/IEC 20000-1", r"\bISO(?:/IEC)?\s*20000\b"),
+        ("ISO 9001", r"\bISO\s*9001\b"),
+        ("PCI DSS", r"\bPCI\s*DSS\b|attestation\s+of\s+compliance"),
+        ("CSA STAR", r"\bCSA\s+STAR\b|\bSTAR\s*(?:certification|attestation|"
                      r"program|registry|level)"),
-        ("TX-RAMP", r"\bTX-?RAMP\b|texas[\s\u00a0]+risk[\s\u00a0]+and[\s\u00a0]+authori[sz]ation"),
-        ("Cyber Essentials Plus", r"cyber[\s\u00a0]+essentials[\s\u00a0]+plus"),
-        ("Cyber Essentials", r"cyber[\s\u00a0]+essentials"),
+        ("TX-RAMP", r"\bTX-?RAMP\b|texas\s+risk\s+and\s+authori[sz]ation"),
+        ("Cyber Essentials Plus", r"cyber\s+essentials\s+plus"),
+        ("Cyber Essentials", r"cyber\s+essentials"),
         ("HITRUST", r"\bHITRUST\b"),
         ("FedRAMP", r"\bFedRAMP\b"),
         ("TISAX", r"\bTISAX\b"),
-        ("BSI C5", r"\bC5[\s\u00a0]+(?:attestation|report|type)|cloud[\s\u00a0]+computing"
-                   r"[\s\u00a0]+compliance[\s\u00a0]+criteria[\s\u00a0]+catalogue"),
-        ("penetration test", r"penetration[\s\u00a0]+test|\bpen[\s\u00a0-]?test"),
+        ("BSI C5", r"\bC5\s+(?:attestation|report|type)|cloud\s+computing"
+                   r"\s+compliance\s+criteria\s+catalogue"),
+        ("penetration test", r"penetration\s+test|\bpen[\s-]?test"),
     ))
 # Schemes whose evidence is a certificate (a report attests; these certify).
 CERTIFIED_FAMILIES = frozenset({
     "ISO/IEC 27001", "ISO/IEC 27017", "ISO/IEC 27018", "ISO/IEC 27701", "ISO 22301",
     "ISO/IEC 20000-1", "ISO 9001", "CSA STAR", "Cyber Essentials", "Cyber Essentials Plus",
     "TX-RAMP", "TISAX"})
-_SOC_TYPE = re.compile(r"\btype[\s\u00a0]*(1|2|I{1,2})\b", re.IGNORECASE)
+_SOC_TYPE = re.compile(r"\btype\s*(1|2|I{1,2})\b", re.IGNORECASE)
 
 _REPORT_WORDS = re.compile(
-    r"\breport\b|\bSOC[\s\u00a0]*[123]\b|service[\s\u00a0]+organi[sz]ation[\s\u00a0]+control|"
-    r"independent[\s\u00a0]+(?:service[\s\u00a0]+)?auditor|accountants?['\u2019]?s?[\s\u00a0]+"
-    r"report|webtrust|attestation[\s\u00a0]+report|assurance[\s\u00a0]+report|"
-    r"penetration[\s\u00a0]+test|key[\s\u00a0]+(?:generation[\s\u00a0]+)?ceremony|"
-    r"examination[\s\u00a0]+report|audit[\s\u00a0]+report", re.IGNORECASE)
-_CERTIFICATE_WORDS = re.compile(r"\bcertificate\b|\bcertif(?:y|ies)[\s\u00a0]+that\b|"
-                                r"\bcertificate[\s\u00a0]+(?:number|no\.?|of[\s\u00a0]+"
-                                r"registration)|\bregistration[\s\u00a0]+(?:number|no\.?)",
+    r"\breport\b|\bSOC\s*[123]\b|service\s+organi[sz]ation\s+control|"
+    r"independent\s+(?:service\s+)?auditor|accountants?['\u2019]?s?\s+"
+    r"report|webtrust|attestation\s+report|assurance\s+report|"
+    r"penetration\s+test|key\s+(?:generation\s+)?ceremony|"
+    r"examination\s+report|audit\s+report", re.IGNORECASE)
+_CERTIFICATE_WORDS = re.compile(r"\bcertificate\b|\bcertif(?:y|ies)\s+that\b|"
+                                r"\bcertificate\s+(?:number|no\.?|of\s+"
+                                r"registration)|\bregistration\s+(?:number|no\.?)",
                                 re.IGNORECASE)
 # A title that names a certification (not a certification practice statement, a policy).
 _CERTIFICATION_TITLE = re.compile(r"^[^\n]*\bcertification\b(?![^\n]*(?:practice|policy|"
                                   r"statement|program[^\n]*polic))", re.IGNORECASE | re.MULTILINE)
 # A one-page certificate whose labels are pictures still says how to check it.
-_VERIFY_CERTIFICATE = re.compile(r"authenticity[\s\u00a0]+of[\s\u00a0]+this[\s\u00a0]+"
+_VERIFY_CERTIFICATE = re.compile(r"authenticity\s+of\s+this\s+"
                                  r"certificate", re.IGNORECASE)
-_CERTIFIES = re.compile(r"\b(?:this[\s\u00a0]+is[\s\u00a0]+to[\s\u00a0]+certify|certif(?:y|ies)"
-                        r"[\s\u00a0]+that|has[\s\u00a0]+been[\s\u00a0]+(?:assessed|audited|"
-                        r"certified|registered)|is[\s\u00a0]+certified|certificate[\s\u00a0]+"
-                        r"(?:number|no\.?)|valid[\s\u00a0]+until|expiry[\s\u00a0]+date|"
-                        r"date[\s\u00a0]+of[\s\u00a0]+expiry|expiration[\s\u00a0]+date)",
+_CERTIFIES = re.compile(r"\b(?:this\s+is\s+to\s+certify|certif(?:y|ies)"
+                        r"\s+that|has\s+been\s+(?:assessed|audited|"
+                        r"certified|registered)|is\s+certified|certificate\s+"
+                        r"(?:number|no\.?)|valid\s+until|expiry\s+date|"
+                        r"date\s+of\s+expiry|expiration\s+date)",
                         re.IGNORECASE)
 _LETTER_WORDS = re.compile(r"\b(?:bridge|gap|comfort|authori[sz]ation|attestation|engagement|"
-                           r"representation)[\s\u00a0]+letter\b|\bletter[\s\u00a0]+of[\s\u00a0]+"
+                           r"representation)\s+letter\b|\bletter\s+of\s+"
                            r"(?:assessment|attestation|authori[sz]ation|compliance)\b|"
-                           r"^[\s\u00a0]*dear[\s\u00a0]+", re.IGNORECASE | re.MULTILINE)
-_LETTER_CLOSE = re.compile(r"^[\s\u00a0]*(?:sincerely|regards|best[\s\u00a0]+regards|"
-                           r"respectfully|yours[\s\u00a0]+(?:truly|faithfully|sincerely))\b",
+                           r"^\s*dear\s+", re.IGNORECASE | re.MULTILINE)
+_LETTER_CLOSE = re.compile(r"^\s*(?:sincerely|regards|best\s+regards|"
+                           r"respectfully|yours\s+(?:truly|faithfully|sincerely))\b",
                            re.IGNORECASE | re.MULTILINE)
 _POLICY_WORDS = re.compile(r"\bpolic(?:y|ies)\b|\bprocedures?\b|\bstandard\b|\bplan\b|"
                            r"\bprogram(?:me)?\b|\bhandbook\b|\bcharter\b|\bguidelines?\b",
                            re.IGNORECASE)
-_POLICY_MARKS = re.compile(r"^[\s#*|]*(?:purpose|scope|roles[\s\u00a0]+and[\s\u00a0]+"
-                           r"responsibilities|policy[\s\u00a0]+statement|enforcement|"
-                           r"revision[\s\u00a0]+history|document[\s\u00a0]+control|"
-                           r"version[\s\u00a0]+history)\b", re.IGNORECASE | re.MULTILINE)
+_POLICY_MARKS = re.compile(r"^[\s#*|]*(?:purpose|scope|roles\s+and\s+"
+                           r"responsibilities|policy\s+statement|enforcement|"
+                           r"revision\s+history|document\s+control|"
+                           r"version\s+history)\b", re.IGNORECASE | re.MULTILINE)
 # A title that says what the document is, not only whose it is.
 NAMES_A_KIND = re.compile(_POLICY_WORDS.pattern + r"|\breport\b|\bcertificate\b|\bletter\b|"
                           r"\bquestionnaire\b|\bstatement\b|\bassessment\b|\bevidence\b|"
@@ -104,7 +104,7 @@ NAMES_A_KIND = re.compile(_POLICY_WORDS.pattern + r"|\breport\b|\bcertificate\b|
                           r"\bsummary\b|\bdescription\b|\bmatrix\b|\bregister\b",
                           re.IGNORECASE)
 _QUESTIONNAIRE_ID = re.compile(r"\b[A-Z&]{2,4}-\d{2}(?:\.\d{1,2})?\b")
-_QUESTIONNAIRE_WORDS = re.compile(r"\bquestionnaire\b|\bCAIQ\b|\bHECVAT\b|\bSIG[\s\u00a0]+"
+_QUESTIONNAIRE_WORDS = re.compile(r"\bquestionnaire\b|\bCAIQ\b|\bHECVAT\b|\bSIG\s+"
                                   r"(?:lite|core)\b|\bVSAQ\b", re.IGNORECASE)
 
 # Audit firms and certification bodies seen signing vendors' reports and certificates; a
@@ -129,26 +129,26 @@ _LEGAL_FORM = re.compile(
     r"Limited)\b")
 # A statement of applicability, by its name (in its title) or by the columns of its table
 # (at its top: a certificate may name the statement it was issued against further down).
-_SOA = re.compile(r"statement[\s\u00a0]+of[\s\u00a0]+applicability", re.IGNORECASE)
-_SOA_COLUMNS = re.compile(r"applicab(?:le|ility)[\s\u00a0]*[\[(]\s*(?:y/n|n\s*or\s*y)|"
-                          r"controlled[\s\u00a0]+by[\s\u00a0]+3rd[\s\u00a0]+party", re.IGNORECASE)
+_SOA = re.compile(r"statement\s+of\s+applicability", re.IGNORECASE)
+_SOA_COLUMNS = re.compile(r"applicab(?:le|ility)\s*[\[(]\s*(?:y/n|n\s*or\s*y)|"
+                          r"controlled\s+by\s+3rd\s+party", re.IGNORECASE)
 _CERTIFIER = re.compile(r"certif|assurance|registrar|audit|assessment|verification|"
                         r"accreditation|inspection|quality", re.IGNORECASE)
-_BRIDGE = re.compile(r"\b(?:bridge|gap)[\s\u00a0]+letter\b", re.IGNORECASE)
+_BRIDGE = re.compile(r"\b(?:bridge|gap)\s+letter\b", re.IGNORECASE)
 _ISSUER_LABEL = re.compile(
-    r"^[\s|*#-]*(?:service[\s\u00a0]+auditor|independent[\s\u00a0]+auditor|auditor|"
-    r"audit[\s\u00a0]+firm|assessor|assessed[\s\u00a0]+by|audited[\s\u00a0]+by|certification"
-    r"[\s\u00a0]+body|certified[\s\u00a0]+by|issued[\s\u00a0]+by|tested[\s\u00a0]+by)"
-    r"[\s\u00a0*]*[:|][\s\u00a0*]*(?P<name>[A-Z][^\n|(]{2,80})", re.IGNORECASE | re.MULTILINE)
-_ADDRESSED = re.compile(r"\bto[\s\u00a0]+the[\s\u00a0]+(?:management|board[\s\u00a0]+of"
-                        r"[\s\u00a0]+directors|shareholders)[\s\u00a0]+of[^\n:]{3,80}",
+    r"^[\s|*#-]*(?:service\s+auditor|independent\s+auditor|auditor|"
+    r"audit\s+firm|assessor|assessed\s+by|audited\s+by|certification"
+    r"\s+body|certified\s+by|issued\s+by|tested\s+by)"
+    r"[\s*]*[:|][\s*]*(?P<name>[A-Z][^\n|(]{2,80})", re.IGNORECASE | re.MULTILINE)
+_ADDRESSED = re.compile(r"\bto\s+the\s+(?:management|board\s+of"
+                        r"\s+directors|shareholders)\s+of[^\n:]{3,80}",
                         re.IGNORECASE)
 _NOT_ISSUERS = {"the", "our", "service", "company", "report", "page", "independent"}
 
 # Words of a title or file name that change from one version to the next.
 _VARYING = re.compile(
-    r"\b(?:(?:19|20)\d\d|fy\d\d|q[1-4]|v\d+(?:\.\d+)*|version[\s\u00a0]+\d+(?:\.\d+)*|rev"
-    r"(?:ision)?[\s\u00a0]*\d+|final|signed|draft|copy|updated?|new|latest|current|\d+)\b",
+    r"\b(?:(?:19|20)\d\d|fy\d\d|q[1-4]|v\d+(?:\.\d+)*|version\s+\d+(?:\.\d+)*|rev"
+    r"(?:ision)?\s*\d+|final|signed|draft|copy|updated?|new|latest|current|\d+)\b",
     re.IGNORECASE)
 _MONTH_WORD = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\b",
                          re.IGNORECASE)
@@ -188,13 +188,13 @@ def read_family(pages: Sequence[str]) -> str | None:
 
 
 # Headings that open a document's sections, not name the document.
-_GENERIC_HEADING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?\s|(?:introduction|overview|table[\s\u00a0]+"
-                              r"of[\s\u00a0]+contents|contents|purpose|scope|summary|"
+_GENERIC_HEADING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?\s|(?:introduction|overview|table\s+"
+                              r"of\s+contents|contents|purpose|scope|summary|"
                               r"background|about)\b)", re.IGNORECASE)
 # A document that says it is a certificate policy or practice statement is a policy, however
 # often it says "certificate".
-_CA_POLICY = re.compile(r"certificate[\s\u00a0]+policy|certification[\s\u00a0]+practices?"
-                        r"[\s\u00a0]+statement|\bCP/CPS\b", re.IGNORECASE)
+_CA_POLICY = re.compile(r"certificate\s+policy|certification\s+practices?"
+                        r"\s+statement|\bCP/CPS\b", re.IGNORECASE)
 
 
 def titles(headings: Sequence[str]) -> list[str]:
@@ -228,7 +228,7 @@ def read_kind(pages: Sequence[str], headings: Sequence[str], source: str,
     if whole_ids >= 8 and _QUESTIONNAIRE_WORDS.search(whole[:20000]):
         return "questionnaire_page"
     if family == "bridge letter" or _LETTER_WORDS.search(zone) or (
-            re.search(r"^[\s\u00a0]*dear[\s\u00a0]+", head, re.I | re.M)
+            re.search(r"^\s*dear\s+", head, re.I | re.M)
             and _LETTER_CLOSE.search(whole)):
         return "letter"
     if _SOA.search(zone) or _SOA_COLUMNS.search(head[:1500]) or _CA_POLICY.search(head):
@@ -269,8 +269,8 @@ def read_kind(pages: Sequence[str], headings: Sequence[str], source: str,
     return "other"
 
 
-_TITLE_LABEL = re.compile(r"[\s\u00a0]+(?:date|dated|version|rev(?:ision)?|document[\s\u00a0]+"
-                          r"(?:number|no\.?)|last[\s\u00a0]+updated)[\s\u00a0]*[:#].*$",
+_TITLE_LABEL = re.compile(r"\s+(?:date|dated|version|rev(?:ision)?|document\s+"
+                          r"(?:number|no\.?)|last\s+updated)\s*[:#].*$",
                           re.IGNORECASE)
 
 
@@ -333,29 +333,29 @@ def read_title(pages: Sequence[str], headings: Sequence[str], kind: DocumentKind
 
 
 _SCOPE_PATTERNS = (
-    re.compile(r"\bscope(?:[\s\u00a0]+of[\s\u00a0]+(?:the[\s\u00a0]+)?(?:certification|"
-               r"registration|certificate|audit|assessment))?[\s\u00a0]*[:\-\u2013]"
-               r"[\s\u00a0]*(?P<scope>[^\n].{8,}?)(?:\n[\s\u00a0]*\n|(?<=[a-z)])\.[\s\u00a0]|$)",
+    re.compile(r"\bscope(?:\s+of\s+(?:the\s+)?(?:certification|"
+               r"registration|certificate|audit|assessment))?\s*[:\-\u2013]"
+               r"\s*(?P<scope>[^\n].{8,}?)(?:\n\s*\n|(?<=[a-z)])\.\s|$)",
                re.IGNORECASE | re.DOTALL),
-    re.compile(r"\b(?:for[\s\u00a0]+the[\s\u00a0]+following[\s\u00a0]+scope|(?:is|are)"
-               r"[\s\u00a0]+applicable[\s\u00a0]+to)"
-               r"[\s\u00a0:]*(?P<scope>.{8,}?)(?:\n[\s\u00a0]*\n|(?<=[a-z)])\.[\s\u00a0]|$)",
+    re.compile(r"\b(?:for\s+the\s+following\s+scope|(?:is|are)"
+               r"\s+applicable\s+to)"
+               r"[\s:]*(?P<scope>.{8,}?)(?:\n\s*\n|(?<=[a-z)])\.\s|$)",
                re.IGNORECASE | re.DOTALL),
-    re.compile(r"\bthe[\s\u00a0]+scope[\s\u00a0]+of[\s\u00a0]+th(?:is|e)[\s\u00a0]+[^.]{0,60}?"
-               r"(?:certification|certificate|registration|report|examination)[\s\u00a0]+"
-               r"(?:is|includes|covers|comprises)[\s\u00a0]+(?P<scope>[^.]{8,}?)\.",
+    re.compile(r"\bthe\s+scope\s+of\s+th(?:is|e)\s+[^.]{0,60}?"
+               r"(?:certification|certificate|registration|report|examination)\s+"
+               r"(?:is|includes|covers|comprises)\s+(?P<scope>[^.]{8,}?)\.",
                re.IGNORECASE | re.DOTALL),
-    re.compile(r"\breport[\s\u00a0]+on[\s\u00a0]+(?:the[\s\u00a0]+)?(?P<scope>[^.\n]{2,80}?"
-               r"[\s\u00a0]+(?:system|services?|platform|operations))\b", re.IGNORECASE),
-    re.compile(r"\bdescription[\s\u00a0]+of[\s\u00a0]+(?:its|the|their)[\s\u00a0]+(?P<scope>"
-               r"[^.]{3,160}?[\s\u00a0]+(?:system|services?|platform|operations))\b",
+    re.compile(r"\breport\s+on\s+(?:the\s+)?(?P<scope>[^.\n]{2,80}?"
+               r"\s+(?:system|services?|platform|operations))\b", re.IGNORECASE),
+    re.compile(r"\bdescription\s+of\s+(?:its|the|their)\s+(?P<scope>"
+               r"[^.]{3,160}?\s+(?:system|services?|platform|operations))\b",
                re.IGNORECASE | re.DOTALL),
 )
 
 
 # Words a scope is introduced by, not part of it ("the boundaries of its Canvas system").
-_SCOPE_LEAD = re.compile(r"^(?:(?:the|its)[\s\u00a0]+)?(?:boundaries|description|design)"
-                         r"[\s\u00a0]+of[\s\u00a0]+(?:its|the|their)[\s\u00a0]+", re.IGNORECASE)
+_SCOPE_LEAD = re.compile(r"^(?:(?:the|its)\s+)?(?:boundaries|description|design)"
+                         r"\s+of\s+(?:its|the|their)\s+", re.IGNORECASE)
 
 
 def read_scope(pages: Sequence[str]) -> str | None:
@@ -385,8 +385,8 @@ def read_issuer(pages: Sequence[str], kind: DocumentKind) -> str | None:
         name = known.most_common(1)[0][0]
         # The name as the text writes it in full: with its legal form ("Ernst & Young LLP"),
         # else with the words that follow it ("EY CertifyPoint").
-        full = re.search(re.escape(name) + r"(?:[\s\u00a0]+[A-Z][\w&'\u2019.-]*){0,3},?"
-                         r"[\s\u00a0]+(?:LLP|LLC|Inc\.|Ltd\.?|Limited|GmbH|AG|P\.C\.|PLLC|plc|"
+        full = re.search(re.escape(name) + r"(?:\s+[A-Z][\w&'\u2019.-]*){0,3},?"
+                         r"\s+(?:LLP|LLC|Inc\.|Ltd\.?|Limited|GmbH|AG|P\.C\.|PLLC|plc|"
                          r"B\.V\.?)(?![\w])", text)
         longer = Counter(" ".join(m.group(0).split()) for m in re.finditer(
             re.escape(name) + r"(?:[ \u00a0][A-Z][a-z]+[A-Z]?\w*){1,2}", text))

@@ -14,47 +14,47 @@ from collections.abc import Sequence
 
 from core.models import Opinion
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\s\u00a0]+(?=[A-Z(\"\u201c])")
-_OPINION_SENTENCE = re.compile(r"\bin[\s\u00a0]+our[\s\u00a0]+opinion\b", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"\u201c])")
+_OPINION_SENTENCE = re.compile(r"\bin\s+our\s+opinion\b", re.IGNORECASE)
 # Headings an auditor's report carries when its opinion is modified.
 _MODIFIED_HEADINGS: tuple[tuple[Opinion, re.Pattern[str]], ...] = (
-    ("disclaimer", re.compile(r"^[\s#*]*disclaimer[\s\u00a0]+of[\s\u00a0]+opinion\b",
+    ("disclaimer", re.compile(r"^[\s#*]*disclaimer\s+of\s+opinion\b",
                               re.IGNORECASE | re.MULTILINE)),
-    ("adverse", re.compile(r"^[\s#*]*(?:basis[\s\u00a0]+for[\s\u00a0]+)?adverse[\s\u00a0]+"
+    ("adverse", re.compile(r"^[\s#*]*(?:basis\s+for\s+)?adverse\s+"
                            r"opinion\b", re.IGNORECASE | re.MULTILINE)),
-    ("qualified", re.compile(r"^[\s#*]*(?:basis[\s\u00a0]+for[\s\u00a0]+)?qualified[\s\u00a0]+"
+    ("qualified", re.compile(r"^[\s#*]*(?:basis\s+for\s+)?qualified\s+"
                              r"opinion\b", re.IGNORECASE | re.MULTILINE)),
 )
 # A disclaimer says why the auditor could not conclude; "we do not express an opinion ... on its
 # cybersecurity risk management program" alone is a clean report's limit, not a disclaimer.
-_DISCLAIMS = re.compile(r"\b(?:not|unable)[\s\u00a0]+(?:been[\s\u00a0]+)?able[\s\u00a0]+to"
-                        r"[\s\u00a0]+obtain[\s\u00a0]+sufficient[\s\u00a0]+appropriate"
-                        r"[\s\u00a0]+evidence\b.{0,600}?\bdo[\s\u00a0]+not[\s\u00a0]+express"
-                        r"[\s\u00a0]+an[\s\u00a0]+opinion\b", re.IGNORECASE | re.DOTALL)
-_EXCEPT_FOR = re.compile(r"\bexcept[\s\u00a0]+for\b", re.IGNORECASE)
+_DISCLAIMS = re.compile(r"\b(?:not|unable)\s+(?:been\s+)?able\s+to"
+                        r"\s+obtain\s+sufficient\s+appropriate"
+                        r"\s+evidence\b.{0,600}?\bdo\s+not\s+express"
+                        r"\s+an\s+opinion\b", re.IGNORECASE | re.DOTALL)
+_EXCEPT_FOR = re.compile(r"\bexcept\s+for\b", re.IGNORECASE)
 _ADVERSE_WORDS = re.compile(
-    r"\bbecause[\s\u00a0]+of[\s\u00a0]+the[\s\u00a0]+(?:significance|effects?)\b.{0,400}?\b"
-    r"(?:not|did[\s\u00a0]+not|does[\s\u00a0]+not|were[\s\u00a0]+not|was[\s\u00a0]+not)\b",
+    r"\bbecause\s+of\s+the\s+(?:significance|effects?)\b.{0,400}?\b"
+    r"(?:not|did\s+not|does\s+not|were\s+not|was\s+not)\b",
     re.IGNORECASE | re.DOTALL)
-_IN_ALL_MATERIAL = re.compile(r"\bin[\s\u00a0]+all[\s\u00a0]+material[\s\u00a0]+respects\b",
+_IN_ALL_MATERIAL = re.compile(r"\bin\s+all\s+material\s+respects\b",
                               re.IGNORECASE)
 _MATTER_HEADING = re.compile(
-    r"^[\s#*]*(?P<kind>emphasis[\s\u00a0]+of[\s\u00a0]+(?:a[\s\u00a0]+)?matters?|other"
-    r"[\s\u00a0]+matters?)[\s*:.]*$", re.IGNORECASE | re.MULTILINE)
+    r"^[\s#*]*(?P<kind>emphasis\s+of\s+(?:a\s+)?matters?|other"
+    r"\s+matters?)[\s*:.]*$", re.IGNORECASE | re.MULTILINE)
 # A test of controls that found something: "Exception noted.", "Deviations were identified",
 # a paragraph headed "Deviation." or "Exception:". "No exceptions noted." is not one.
 _EXCEPTION = re.compile(
-    r"\b(?:exceptions?|deviations?)[\s\u00a0]+(?:were[\s\u00a0]+|was[\s\u00a0]+)?(?:noted|"
-    r"identified|found)\b|(?P<head>^[\s\u00a0*#|-]*(?:exceptions?|deviations?)[\s\u00a0]*[.:]"
-    r"[\s\u00a0]+(?=\S))", re.IGNORECASE | re.MULTILINE)
+    r"\b(?:exceptions?|deviations?)\s+(?:were\s+|was\s+)?(?:noted|"
+    r"identified|found)\b|(?P<head>^[\s*#|-]*(?:exceptions?|deviations?)\s*[.:]"
+    r"\s+(?=\S))", re.IGNORECASE | re.MULTILINE)
 # A line that names a part of the report (its contents, a heading), not a finding.
-_PART_NAME = re.compile(r"^[\s\u00a0*#|-]*(?:appendix|section|contents|item[\s\u00a0]+\d+"
-                        r"[\s\u00a0]*$)", re.IGNORECASE)
-_NO_EXCEPTION = re.compile(r"\bno[\s\u00a0]+(?:relevant[\s\u00a0]+)?(?:exceptions?|deviations?)"
-                           r"\b|\bnot[\s\u00a0]+identify[\s\u00a0]+any\b", re.IGNORECASE)
+_PART_NAME = re.compile(r"^[\s*#|-]*(?:appendix|section|contents|item\s+\d+"
+                        r"\s*$)", re.IGNORECASE)
+_NO_EXCEPTION = re.compile(r"\bno\s+(?:relevant\s+)?(?:exceptions?|deviations?)"
+                           r"\b|\bnot\s+identify\s+any\b", re.IGNORECASE)
 # A sentence that only says where exceptions are described is not one of them.
-_POINTER = re.compile(r"\b(?:are|is|were)[\s\u00a0]+(?:described|listed|presented|summari[sz]ed|"
-                      r"included)[\s\u00a0]+in\b|\bmeans[\s\u00a0]+that\b", re.IGNORECASE)
+_POINTER = re.compile(r"\b(?:are|is|were)\s+(?:described|listed|presented|summari[sz]ed|"
+                      r"included)\s+in\b|\bmeans\s+that\b", re.IGNORECASE)
 MAX_MATTERS = 12
 MAX_MATTER_CHARS = 400
 
@@ -133,7 +133,7 @@ def read_matters(pages: Sequence[str]) -> list[str]:
                 # heading above it where that names the control ("Item 1 - CC6.2 ...")
                 above = page[:line_start].rstrip().rsplit("\n", 1)[-1].strip(" #*")
                 sentence = (_sentences(page[m.end():m.end() + 1200]) or [""])[0]
-                named = re.sub(r"^item[\s\u00a0]+\d+[\s\u00a0]*[-\u2013:][\s\u00a0]*", "",
+                named = re.sub(r"^item\s+\d+\s*[-\u2013:]\s*", "",
                                above, flags=re.IGNORECASE)
                 detail = f"{named}: {sentence}" if named and len(named) < 120 else sentence
             elif _PART_NAME.match(line):

@@ -35,7 +35,7 @@ FACTS_VERSION = 1
 
 
 def _label(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern.replace(" ", r"[\s\u00a0]+"), re.IGNORECASE)
+    return re.compile(pattern.replace(" ", r"\s+"), re.IGNORECASE)
 
 
 _PERIOD_WORDS = _label(r"(?:period|throughout|during|covering|covers|review period|"
@@ -65,7 +65,7 @@ _REVIEWED = _label(r"\b(?:date of last review|last review(?:ed)?(?: date| on)?|r
                    r"(?: on)?|revision date)\b")
 _NEXT_REVIEW = _label(r"\bnext (?:review|revision)(?: date)?\b")
 _VERSION = re.compile(r"\b(?:version|ver\.?|revision|rev\.?|document version|policy version)"
-                      r"[\s\u00a0]*(?:number|no\.?)?[\s\u00a0]*[:#]?[\s\u00a0|*]*"
+                      r"\s*(?:number|no\.?)?\s*[:#]?[\s|*]*"
                       r"(?P<version>v?\d{1,3}(?:\.\d{1,3}){0,3})\b", re.IGNORECASE)
 _TABLE_ROW = re.compile(r"^\s*\|?(?P<row>.*\|.*)$", re.MULTILINE)
 _ROW_VERSION = re.compile(r"(?:^|\|)\s*v?(?P<version>\d{1,3}(?:\.\d{1,3}){0,3})\s*(?:\||$)")
