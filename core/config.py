@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     # error, "torch" sentence-transformers on torch. Exports are cached in onnx_cache_dir.
     embedding_runtime: Literal["auto", "onnx", "torch"] = "auto"
     onnx_cache_dir: Path = Path.home() / ".cache" / "evidence-workbench" / "onnx"
+    # The control catalog's vectors, per embedding model and catalog version (computed at
+    # the first proposal on a machine, about 1,000 controls).
+    controls_cache_dir: Path = Path.home() / ".cache" / "evidence-workbench" / "controls"
 
     # Network: a permitted model download gives up when the network stalls this long
     # (connecting, or waiting for the next bytes). It bounds every wait, not the whole

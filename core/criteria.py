@@ -19,6 +19,11 @@ class CriterionEntry:
     # The questionnaire ids whose answers answer this criterion (a criteria file's
     # questionnaire_ids column): they link to it as a hash match does.
     questionnaire_ids: tuple[str, ...] = ()
+    # The controls that answer it, as a reviewer gave them (a criteria file's controls
+    # column): answers keyed by them link to it, accepted.
+    controls: tuple[str, ...] = ()
+    # Whether the file gave a controls cell at all (an empty one decides "no control").
+    controls_given: bool = False
 
     @property
     def asked(self) -> str:

@@ -37,8 +37,13 @@ VENDOR_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 FOLLOWUP_SOURCE_TYPE = "follow_up_response"
 DOCUMENT_SOURCE_TYPE = "document"
 
-Tier = Literal["high", "medium", "low"]
-FoundBy = Literal["hash", "semantic", "first_stage", "near_copy"]
+# "control": linked through a control the criterion is mapped to (its own tier, between a
+# reworded hash match and the semantic path's finds).
+Tier = Literal["high", "medium", "control", "low"]
+FoundBy = Literal["hash", "semantic", "first_stage", "near_copy", "control"]
+# Who decided that a control answers a criterion: the ranking over the catalog (confident
+# proposals link until a person decides) or a reviewer.
+MappingStatus = Literal["proposed", "accepted"]
 # What became of a follow-up in one retrieval: the one vocabulary of traces and pages.
 FollowupFate = Literal["in_context", "excerpt", "round_cap", "crowded_out", "not_selected",
                        "not_found"]
@@ -337,6 +342,50 @@ class DocumentStanding(BaseModel):
     stale: str | None = None
 
 
+class AnswerControl(BaseModel):
+    """The control a follow-up answer is keyed by: its framework, its id as the framework
+    writes it, and its title where the project ships the framework's text (NIST SP 800-53)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    framework: str
+    id: str
+    title: str | None = None
+
+
+class ControlLinkReason(BaseModel):
+    """The control through which an answer links to a criterion, and who mapped the
+    criterion to it; `via` names the answer's own id when a crosswalk joined the two
+    (an ISO/IEC 27001:2013 id that maps to the 800-53 control)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    title: str | None = None
+    status: MappingStatus
+    framework: str = "NIST SP 800-53 Rev. 5"
+    via: str | None = None
+
+    def label(self) -> str:
+        """'linked by control AC-7 (Unsuccessful Logon Attempts), proposed'."""
+        title = f" ({self.title})" if self.title else ""
+        via = f" through {self.via}" if self.via else ""
+        return f"linked by control {self.id}{title}{via}, {self.status}"
+
+
+class CriterionControl(BaseModel):
+    """A control that answers a criterion, as `criteria map` lists it: proposed by the
+    ranking over the catalog (with its score) or accepted by a reviewer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    framework: str
+    id: str
+    title: str | None = None
+    score: float | None = None
+    status: MappingStatus
+
+
 class CurrentAnswer(BaseModel):
     """A criterion's newest answer: the vendor's position now."""
 
@@ -351,6 +400,13 @@ class CurrentAnswer(BaseModel):
     questionnaire_id: str | None = None
     content: str = Field("", description="the answer's record as stored (its question and "
                                          "answer), as judgments grade it")
+    control: AnswerControl | None = Field(
+        None, description="the control the answer is keyed by, where its id is a known "
+                          "framework's")
+    linked_by_control: ControlLinkReason | None = Field(
+        None, description="the control through which it answers the criterion, where no "
+                          "hash or questionnaire id links it")
+    sheet: str | None = Field(None, description="the workbook sheet it was answered on")
 
 
 class Candidate(BaseModel):
@@ -433,6 +489,14 @@ class FollowupHit(BaseModel):
         False, description="linked because it answers a questionnaire id the criterion is "
                            "mapped to (a criteria file's questionnaire_ids), not by its "
                            "criterion text")
+    control: AnswerControl | None = Field(
+        None, description="the control the answer is keyed by, where its questionnaire id is "
+                          "a known framework's (NIST SP 800-53, ISO/IEC 27001, CSA CAIQ)")
+    linked_by_control: ControlLinkReason | None = Field(
+        None, description="the control mapped to the criterion through which this answer "
+                          "links to it (tier `control`), where no hash or id links it")
+    sheet: str | None = Field(None, description="the workbook sheet it was answered on, "
+                                                "where the workbook has several")
     typographic_variants: list[str] = Field(
         default_factory=list,
         description="how the linked criterion text differs from this criterion only in "
@@ -501,6 +565,11 @@ class RetrievalTrace(BaseModel):
     questionnaire_ids: list[str] = Field(
         default_factory=list, description="the questionnaire ids the criterion is mapped to; "
                                           "answers to them link as a hash match does")
+    controls: list[CriterionControl] = Field(
+        default_factory=list,
+        description="the controls the criterion is mapped to (accepted by a reviewer, or the "
+                    "confident proposals until one decides) where the vendor's answers are "
+                    "keyed by controls; answers keyed by them link in the `control` tier")
     strategy: str
     reranker: RerankerStatus
     embedding_model: str

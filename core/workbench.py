@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from core.config import Settings
+from core.controls.mappings import criteria_controls
 from core.criteria import check_criterion
 from core.encoders.embedding import Embedder, QueryEmbeddings, SentenceTransformerEmbedder
 from core.encoders.factory import configured_embedder
@@ -46,14 +47,12 @@ class Workbench:
     """One store, one embedder, one reranker; thread-safe for concurrent retrievals."""
 
     def __init__(self, settings: Settings | None = None, *, embedder: Embedder | None = None,
-                 reranker: Reranker | None = None,
-                 reranker_status: RerankerStatus | None = None) -> None:
+                 reranker: Reranker | None = None, reranker_status: RerankerStatus | None = None
+                 ) -> None:
         self.settings = settings or Settings()
         self.store = EvidenceStore(self.settings)
         self.store.writer_runtime = lambda: self.embedder.runtime
-        self._embedder = embedder
-        self._reranker = reranker
-        self._reranker_status = reranker_status
+        self._embedder, self._reranker, self._reranker_status = embedder, reranker, reranker_status
         if reranker is not None and reranker_status is None:
             self._reranker_status = RerankerStatus(
                 name=reranker.name, ran=True, reason="reranker supplied by the caller")
@@ -62,6 +61,8 @@ class Workbench:
         self.writer = EvidenceWriter(self.settings, self.store, lambda: self.embedder)
         self.catalog = Catalog(self.settings, self.store)
         self.runner = StrategyRunner(self.settings, self.store)
+        self.controls = criteria_controls(self.settings, self.store, lambda: self.embedder,
+                                          self.runner)
         self.services = Services(settings=self.settings, store=self.store, runner=self.runner,
                                  embedder=lambda: self.embedder, embed_query=self.embed_query,
                                  reranker=self.reranker)
@@ -162,9 +163,10 @@ class Workbench:
         return self.catalog.linked_followups(vendor_id, check_criterion(criterion))
 
     def retrieve(self, vendor_id: str, criterion: str, strategy: str = DEFAULT_STRATEGY,
-                 questionnaire_ids: Sequence[str] = ()) -> RetrievalTrace:
+                 questionnaire_ids: Sequence[str] = (), controls: Sequence[str] = ()
+                 ) -> RetrievalTrace:
         """Run one strategy for one criterion of one vendor; every stage lands in the trace."""
-        return retrieve(self.services, vendor_id, criterion, strategy, questionnaire_ids)
+        return retrieve(self.services, vendor_id, criterion, strategy, questionnaire_ids, controls)
 
     def ask(self, vendor_id: str, question: str, conversation_id: str | None = None, *,
             anchored: bool = True, save: bool = True) -> AskTurn:

@@ -50,9 +50,16 @@ def release_chroma_stores():
     gc.collect()
 
 
+@pytest.fixture(scope="session")
+def controls_cache(tmp_path_factory) -> Path:
+    """The control catalog's vectors, computed once per embedder for the whole run."""
+    return tmp_path_factory.mktemp("controls-cache")
+
+
 @pytest.fixture(autouse=True)
-def _isolated_environment(tmp_path, monkeypatch):
-    """No test reads the developer's store, settings or FlashRank cache."""
+def _isolated_environment(tmp_path, monkeypatch, controls_cache):
+    """No test reads the developer's store, settings or FlashRank cache, or writes the
+    developer's cache of the control catalog's vectors."""
     for name in ("EVIDENCE_STORE", "EVIDENCE_CHROMA_HOST", "EVIDENCE_CHROMA_PORT",
                  "EVIDENCE_CHROMA_TIMEOUT_S", "EVIDENCE_CHROMA_SSL", "EVIDENCE_CHROMA_CA_BUNDLE",
                  "EVIDENCE_CHROMA_TOKEN", "EVIDENCE_RERANKER_CACHE_DIR", "EVIDENCE_EMBEDDING_MODEL",
@@ -61,6 +68,7 @@ def _isolated_environment(tmp_path, monkeypatch):
                  "EVIDENCE_RERANKER", "EVIDENCE_LEXICAL_DIR"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("EVIDENCE_RERANKER_CACHE_DIR", str(tmp_path / "flashrank-cache"))
+    monkeypatch.setenv("EVIDENCE_CONTROLS_CACHE_DIR", str(controls_cache))
 
 
 @pytest.fixture

@@ -236,7 +236,7 @@ def test_linked_followups_come_first_and_never_compete_for_the_answer(twelve_doc
     assert withheld and all("linked follow-ups" in d.reason for d in withheld)
     assert len(result.answer) == 4
     # the linked answers are looked up before anything is searched
-    assert list(result.timings.ms)[:2] == ["hash_fetch", "first_stage"]
+    assert list(result.timings.ms)[:3] == ["hash_fetch", "control_fetch", "first_stage"]
 
 
 def test_an_unlinked_questionnaire_answer_competes_as_an_ordinary_chunk(twelve_documents):

@@ -5,9 +5,10 @@ commands on the app as it is imported; run.py runs the app (`main`, `entry_point
 
 # `evidence --help` lists the commands in the order they register, which is the order these
 # modules are imported in: status, check, strategies, retrieve; ask, assess, report,
-# conversations; bench, models; audit (ingest and questionnaire, the sub-apps, come last).
+# conversations; bench, models; audit (ingest, questionnaire and criteria, the sub-apps,
+# come last).
 # isort: off
-from core.cli import ingest, read, review, measure, audit  # noqa: F401
+from core.cli import ingest, read, review, measure, audit, criteria  # noqa: F401
 # isort: on
 from core.cli.base import app
 from core.cli.run import entry_point, main

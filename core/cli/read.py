@@ -173,7 +173,8 @@ def retrieve(
     workbench = _workbench(ctx)
     warned = False
     for i, entry in enumerate(criteria):
-        trace = workbench.retrieve(vendor, entry.text, strategy, entry.questionnaire_ids)
+        trace = workbench.retrieve(vendor, entry.text, strategy, entry.questionnaire_ids,
+                                   entry.controls)
         if not trace.reranker.ran and not warned:
             print(f"evidence: note: no reranker ran: {trace.reranker.reason}.", file=sys.stderr)
             warned = True

@@ -1,5 +1,6 @@
 """Criteria lists, read in one place: text with one criterion per line, or a .csv or .xlsx
-table with a criterion column and optional id, question and questionnaire_ids columns, from
+table with a criterion column and optional id, question, questionnaire_ids and controls
+columns, from
 a file on disk or from an upload's bytes; and the lists used with a vendor, kept in its
 store so the dashboard offers the vendor's own criteria."""
 
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from core.controls.mappings import parse_controls
 from core.criteria import CriterionEntry
 from core.errors import UserInputError
 from core.hashing import criterion_hash, short_hash
@@ -34,7 +36,8 @@ _CRITERIA_SPEC = TableSpec(
     what="a criteria list",
     fields={"id": ("id",), "criterion": ("criterion", "criterion question text"),
             "question": ("question", "question text"),
-            "questionnaire_ids": ("questionnaire ids", "questionnaire id")},
+            "questionnaire_ids": ("questionnaire ids", "questionnaire id"),
+            "controls": ("controls", "control", "control ids", "control id")},
     required=("criterion",),
     sheet_names=("criteria",),
     max_rows=MAX_CRITERIA_ROWS,
@@ -122,9 +125,14 @@ def criteria_from_spreadsheet(name: str, data: bytes, *, max_chars: int) -> list
         mapped = tuple(dict.fromkeys(
             part.strip() for part in (row.cells.get("questionnaire_ids") or "").split(";")
             if part.strip()))
+        given = "controls" in layout.columns
+        controls = tuple(link.id for link in parse_controls(
+            row.cells.get("controls") or "", layout.place(row.number, "controls"))
+        ) if given else ()
         entries.append(CriterionEntry(criterion, id=entry_id,
                                       question=None if question == criterion else question,
-                                      questionnaire_ids=mapped))
+                                      questionnaire_ids=mapped, controls=controls,
+                                      controls_given=given))
     if not entries:
         raise UserInputError(f"{name} holds no criteria.")
     return entries
@@ -151,7 +159,8 @@ def remember_criteria(store: EvidenceStore, vendor_id: str, name: str,
     records = store.criteria_lists(vendor_id, create=True)
     record_id = "list-" + short_hash(name)
     data = json.dumps([{"text": c.text, "id": c.id, "question": c.question,
-                        "questionnaire_ids": list(c.questionnaire_ids)} for c in criteria])
+                        "questionnaire_ids": list(c.questionnaire_ids),
+                        "controls": list(c.controls)} for c in criteria])
     if any(i == record_id and text == data for i, text, _meta in records.all()):
         return
     records.upsert(record_id, data, {"vendor_id": vendor_id, "name": name,
@@ -169,6 +178,7 @@ def remembered_criteria(store: EvidenceStore, vendor_id: str) -> list[CriterionE
                                    reverse=True):
         for item in json.loads(text or "[]"):
             entry = CriterionEntry(str(item["text"]), item.get("id"), item.get("question"),
-                                   tuple(item.get("questionnaire_ids") or ()))
+                                   tuple(item.get("questionnaire_ids") or ()),
+                                   tuple(item.get("controls") or ()))
             found.setdefault(criterion_hash(entry.text), entry)
     return list(found.values())

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from core.config import Settings
+from core.controls.answers import searched_text
 from core.encoders.embedding import Embedder
 from core.errors import UserInputError
 from core.hashing import short_hash
@@ -345,7 +346,8 @@ class EvidenceWriter:
         vendor_id, round_number = payloads[0].vendor_id, payloads[0].round_number
         self.existing_vendor(vendor_id)
         records = [record for p in payloads for record in payload_records(p)]
-        vectors = self.embed([r.text for r in records], progress)
+        # An answer keyed by a control is searched with the control's title and statement.
+        vectors = self.embed([searched_text(r.text, r.metadata) for r in records], progress)
         with self.store.write_lock(self._waiting(progress)):
             existing = self.existing_vendor(vendor_id)
             plan = _plan_round(existing, round_number, records, replace=replace)

@@ -364,7 +364,8 @@ class JudgedReader(Protocol):
     store: EvidenceStore
 
     def retrieve(self, vendor_id: str, criterion: str, strategy: str = ...,
-                 questionnaire_ids: Sequence[str] = ...) -> RetrievalTrace: ...
+                 questionnaire_ids: Sequence[str] = ..., controls: Sequence[str] = ...
+                 ) -> RetrievalTrace: ...
 
     def linked_followups(self, vendor_id: str, criterion: str) -> list[FollowupHit]: ...
 
@@ -388,7 +389,7 @@ def evaluate(workbench: JudgedReader, vendor_id: str, criteria: Sequence[Criteri
         rows = []
         for entry in criteria:
             trace = bench.retrieve(vendor_id, entry.text, choice.strategy,
-                                   entry.questionnaire_ids)
+                                   entry.questionnaire_ids, entry.controls)
             grades = graded.get(trace.criterion_hash, {})
             ranking = context_ranking(trace)
             shas = [r.sha for r in ranking]

@@ -131,7 +131,8 @@ def build_pack(workbench: PackReader, vendor_id: str, criteria: Sequence[Criteri
     decided = DecisionLog(workbench.store, vendor_id).all()
     parts = []
     for entry in criteria:
-        trace = workbench.retrieve(vendor_id, entry.text, strategy, entry.questionnaire_ids)
+        trace = workbench.retrieve(vendor_id, entry.text, strategy, entry.questionnaire_ids,
+                                   entry.controls)
         linked = workbench.linked_followups(vendor_id, trace.criterion)
         current = trace.current_answer.id if trace.current_answer else None
         rounds = [PackRound(round_number=hit.round_number, date=response_date(hit.timestamp),

@@ -9,6 +9,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from core.controls.answers import answer_control
 from core.retrieval.source import RecordReader, StoredChunk
 from core.store import (
     WITHDRAWN_KEY,
@@ -31,6 +32,8 @@ class AnswerIndex:
         self.links = links
         self._by_canonical: dict[str, list[str]] = defaultdict(list)
         self._by_id: dict[str, list[str]] = defaultdict(list)
+        self._by_control: dict[str, list[str]] = defaultdict(list)
+        self.control_of: dict[str, str] = {}  # follow-up id -> its control key
         for followup_id, link in links.items():
             if link.round_number is None:
                 continue
@@ -38,6 +41,25 @@ class AnswerIndex:
                 self._by_canonical[link.canonical_hash].append(followup_id)
             if link.questionnaire_id:
                 self._by_id[link.questionnaire_id].append(followup_id)
+            control = link.control_key or _control_key(link.questionnaire_id)
+            if control:
+                self.control_of[followup_id] = control
+                self._by_control[control].append(followup_id)
+
+    @property
+    def has_controls(self) -> bool:
+        """Whether any stored answer is keyed by a known framework's control."""
+        return bool(self._by_control)
+
+    def keyed_by(self, control_key: str) -> list[str]:
+        """The answers keyed by this control (any part of it), in any round or sheet."""
+        return list(self._by_control.get(control_key, ()))
+
+    def same_control(self, followup_id: str) -> list[str]:
+        """The answers keyed by the same control as this one (none for an answer of no
+        known control)."""
+        control = self.control_of.get(followup_id)
+        return self.keyed_by(control) if control else []
 
     def answering(self, canonical_hash: str | None, questionnaire_ids: Collection[str] = ()
                   ) -> list[str]:
@@ -50,6 +72,12 @@ class AnswerIndex:
     def round_of(self, followup_id: str) -> int | None:
         link = self.links.get(followup_id)
         return link.round_number if link is not None else None
+
+
+def _control_key(questionnaire_id: str | None) -> str | None:
+    """The control key of a link written before answers knew their control."""
+    ref = answer_control(questionnaire_id)
+    return ref.key if ref is not None else None
 
 
 @dataclass(frozen=True)

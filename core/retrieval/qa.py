@@ -27,6 +27,8 @@ from core.retrieval.tiers import (
     Supersession,
     assign_tiers,
     context_order,
+    control_tier,
+    fetch_control_linked,
     fetch_vouched_followups,
     followup_hit,
     keep_latest_rounds,
@@ -34,7 +36,7 @@ from core.retrieval.tiers import (
 )
 from core.retrieval.versions import DocumentVersions
 
-QA_STAGES = ("hash_fetch", "first_stage", "followups", "dedupe", "cap", "rerank",
+QA_STAGES = ("hash_fetch", "control_fetch", "first_stage", "followups", "dedupe", "cap", "rerank",
              "later_answers", "later_versions", "split")
 
 
@@ -74,6 +76,8 @@ def run(env: RetrievalEnv, query: Query, timings: Timings | None = None) -> QARe
     timings = timings if timings is not None else Timings()
     with timings.stage("hash_fetch"):
         linked, near = fetch_vouched_followups(env, query)
+    with timings.stage("control_fetch"):
+        by_control, control_reasons = fetch_control_linked(env, query, linked)
     with timings.stage("first_stage"):
         hits = first_stage(env, query, s.qa_first_stage_n)
     with timings.stage("followups"):
@@ -82,14 +86,16 @@ def run(env: RetrievalEnv, query: Query, timings: Timings | None = None) -> QARe
         def hit_for(candidate: Candidate, path: str) -> FollowupHit:
             found_by = [path] + (["first_stage"] if candidate.id in seen else [])
             return followup_hit(candidate, query, found_by,
-                                typo_corrections=env.typo_corrections.get(candidate.id))
+                                typo_corrections=env.typo_corrections.get(candidate.id),
+                                linked_by_control=control_reasons.get(candidate.id))
 
         hash_hits = assign_tiers([hit_for(c, "hash") for c in linked], [], query.text, s)
         latest, capped_rounds = keep_latest_rounds(hash_hits, s.max_followup_rounds)
         typo_hits = assign_tiers([], [hit_for(c, "near_copy") for c in near], query.text, s)
-        kept, crowded = merge_tiers(latest + typo_hits, s.max_followup_rounds)
-        # As in `precedence`: a hash-linked answer never competes as a chunk, kept or not.
-        withheld = {h.id for h in kept} | {c.id for c in linked}
+        control_hits, superseded = control_tier([hit_for(c, "control") for c in by_control])
+        kept, crowded = merge_tiers(latest + control_hits + typo_hits, s.max_followup_rounds)
+        # As in `precedence`: a linked answer never competes as a chunk, kept or not.
+        withheld = {h.id for h in kept} | {c.id for c in linked} | {c.id for c in by_control}
     with timings.stage("dedupe"):
         deduplicated, duplicates = dedupe(hits, withheld)
     with timings.stage("cap"):
@@ -112,7 +118,8 @@ def run(env: RetrievalEnv, query: Query, timings: Timings | None = None) -> QARe
         answer, suggestions = split(shown, s.qa_answer_n, s.qa_suggestion_n)
     return QAResult(
         question=query.text, question_hash=query.criterion_hash, reranker=env.reranker_status,
-        linked_followups=linked_followups, dropped_followups=capped_rounds + crowded,
+        linked_followups=linked_followups,
+        dropped_followups=capped_rounds + superseded + crowded,
         first_stage=hits, deduplicated=deduplicated, duplicates=duplicates, capped=capped,
         over_cap=over_cap, reranked=reranked, answer=answer, suggestions=suggestions,
         current_answer=current, notes=env.notes, timings=timings,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, date, datetime
 
 from core.config import Settings
+from core.controls.mappings import ControlLink
 from core.encoders.rerank import Reranker
 from core.models import RerankerStatus
 from core.retrieval.fusion import HybridSearch
@@ -77,6 +78,8 @@ class StrategyRunner:
         self._timelines: dict[str, tuple[str, date, dict[str, DocumentVersion]]] = {}
         # vendor -> (generation, its documents and series corrections), read with its versions
         self._manifests: dict[str, tuple[str, ManifestState]] = {}
+        # The controls a criterion is mapped to (set by the workbench); None: none.
+        self.criterion_controls: Callable[[Query], tuple[ControlLink, ...]] | None = None
 
     def evidence(self, vendor: VendorStore, versions: dict[str, str]) -> VendorEvidence:
         """The vendor's chunks as a candidate source and record reader at these versions."""
@@ -131,7 +134,8 @@ class StrategyRunner:
             read_links=lambda: self.read_links(vendor, generation),
             read_linked=lambda ids: self.read_linked(vendor, generation, evidence, ids),
             read_answers=lambda: self.links.read(vendor, generation).answers,
-            read_versions=lambda: self.document_versions(vendor, generation))
+            read_versions=lambda: self.document_versions(vendor, generation),
+            read_controls=self.criterion_controls)
 
     def store_state(self, vendor_id: str | None, embedding_model: str) -> str | None:
         """A value that changes whenever what readers see of the vendor (of every vendor,
@@ -238,6 +242,7 @@ class StrategyRunner:
                     result = mark_later_answers(env, query, result)
                 with timings.stage("document_versions"):
                     result = mark_versions(env, result)
+                result = replace(result, controls=tuple(env.kept.get("controls", ())))
             finally:
                 if isinstance(search, HybridSearch):
                     search.close()

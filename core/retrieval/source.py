@@ -40,6 +40,9 @@ class Query:
     # Questionnaire ids the reviewer mapped the criterion to (a criteria file's
     # questionnaire_ids): answers to them link as a hash match does.
     questionnaire_ids: tuple[str, ...] = ()
+    # Controls the reviewer mapped the criterion to (a criteria file's controls column):
+    # answers keyed by them link, accepted. Without them the store's mappings decide.
+    control_ids: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.linked_text:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.config import Settings
+from core.controls.mappings import ControlLink
 from core.encoders.rerank import Reranker
 from core.models import BoostOutcome, Candidate, RerankerStatus
 from core.retrieval.links import AnswerIndex, Links
@@ -56,6 +57,9 @@ class RetrievalEnv:
     # The vendor's document versions and their standing (kept by the runner per generation
     # and day); None: none are read, and excerpts carry no standing.
     read_versions: Callable[[], Mapping[str, DocumentVersion]] | None = None
+    # The controls the query's criterion is mapped to (core/controls/mappings.py); None:
+    # no mapping is read, and no answer links through a control.
+    read_controls: Callable[[Query], tuple[ControlLink, ...]] | None = None
     # What a stage computed for the whole run and other stages reuse, by name.
     kept: dict[str, Any] = field(default_factory=dict)
     _links: Links | None = None
@@ -67,6 +71,13 @@ class RetrievalEnv:
         if self._links is None:
             self._links = self.read_links()
         return self._links
+
+    def controls(self, query: Query) -> tuple[ControlLink, ...]:
+        """The controls the criterion is mapped to, read once per run."""
+        if "controls" not in self.kept:
+            self.kept["controls"] = (self.read_controls(query) if self.read_controls is not None
+                                     else ())
+        return self.kept["controls"]
 
     def answers(self) -> AnswerIndex:
         """Which stored answers answer each criterion, read once per run."""

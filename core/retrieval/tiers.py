@@ -18,10 +18,12 @@ from typing import Any
 import numpy as np
 
 from core.config import Settings
+from core.controls.answers import control_of
 from core.hashing import TYPOGRAPHY, fold_typography, normalize_text
 from core.models import (
     FOLLOWUP_SOURCE_TYPE,
     Candidate,
+    ControlLinkReason,
     CurrentAnswer,
     DroppedFollowup,
     FollowupHit,
@@ -33,7 +35,7 @@ from core.retrieval.source import Query, StoredChunk
 from core.retrieval.stages import RetrievalEnv, candidate_from_chunk
 from core.store import followup_canonical_hash
 
-TIER_ORDER = {"high": 0, "medium": 1, "low": 2}
+TIER_ORDER = {"high": 0, "medium": 1, "control": 2, "low": 3}
 # Text comparisons kept per process: the strategies shown side by side ask the same pairs.
 SIMILARITY_CACHE = 8192
 _WORD = re.compile(r"[a-z0-9]+")
@@ -125,8 +127,84 @@ def fetch_vouched_followups(env: RetrievalEnv, query: Query
     return linked, near
 
 
+def fetch_control_linked(env: RetrievalEnv, query: Query, linked: Sequence[Candidate]
+                         ) -> tuple[list[Candidate], dict[str, ControlLinkReason]]:
+    """The answers keyed by a control the criterion is mapped to (in any round, sheet or
+    framework, through the crosswalk), found through each answer's link as a hash match is
+    (a metadata lookup no search window can miss) and scored against the query; those
+    already linked by hash or id are not fetched again. With the control each links by."""
+    index = env.answers()
+    if not index.has_controls:
+        return [], {}
+    controls = env.controls(query)
+    if not controls:
+        return [], {}
+    taken = {c.id for c in linked}
+    reasons: dict[str, ControlLinkReason] = {}
+    for control in controls:
+        for key in control.linked_keys():
+            for followup_id in index.keyed_by(key):
+                if followup_id in taken or followup_id in reasons:
+                    continue
+                link = index.links.get(followup_id)
+                via = (f"{_framework_of(key)} {link.questionnaire_id}"
+                       if key != control.key and link is not None and link.questionnaire_id
+                       else None)
+                reasons[followup_id] = ControlLinkReason(
+                    id=control.id, title=control.title, status=control.status,
+                    framework=control.framework, via=via)
+    if not reasons:
+        return [], {}
+    chunks = env.linked_records(list(reasons))
+    if not chunks:
+        return [], {}
+    vectors = np.asarray([c.embedding for c in chunks], dtype=np.float32)
+    scores = vectors @ np.asarray(query.embedding, dtype=np.float32)
+    found = [candidate_from_chunk(chunk, score=float(score))
+             for chunk, score in zip(chunks, scores, strict=True)]
+    linked_by = {c.id: reasons[c.id] for c in found}
+    answers = Supersession.of(env)
+    answers.control_linked, answers.control_reasons = [c.id for c in found], linked_by
+    return found, linked_by
+
+
+def _framework_of(key: str) -> str:
+    """How a reason names the framework of an answer's control key."""
+    prefix = key.split(":", 1)[0]
+    return {"iso27001-2013": "ISO/IEC 27001:2013", "sp800-53": "NIST SP 800-53"}.get(
+        prefix, prefix)
+
+
+def control_tier(hits: Sequence[FollowupHit]) -> tuple[list[FollowupHit],
+                                                       list[DroppedFollowup]]:
+    """The control tier: each answer linked through a mapped control, its reason naming the
+    control (and the sheet it was answered on); per control, the answers of the newest round
+    that answered it are kept, whatever their sheets, and an earlier round's are dropped."""
+    newest: dict[str, int] = {}
+    for hit in hits:
+        control = hit.linked_by_control.id if hit.linked_by_control else ""
+        newest[control] = max(newest.get(control, 0), hit.round_number)
+    kept, dropped = [], []
+    for hit in hits:
+        reason = hit.linked_by_control
+        label = reason.label() if reason is not None else "linked by control"
+        sheet = f"; answered on sheet {hit.sheet}" if hit.sheet else ""
+        control = reason.id if reason is not None else ""
+        tiered = hit.model_copy(update={"tier": "control", "typo_corrections": None,
+                                        "tier_reason": f"{label}{sheet}: control"})
+        if hit.round_number < newest[control]:
+            dropped.append(DroppedFollowup(
+                followup=tiered,
+                reason=f"round {hit.round_number} answered control {control} before round "
+                       f"{newest[control]}, whose answers to it are kept"))
+        else:
+            kept.append(tiered)
+    return kept, dropped
+
+
 def followup_hit(candidate: Candidate, query: Query, found_by: Sequence[str], *,
-                 typo_corrections: list[tuple[str, str]] | None = None) -> FollowupHit:
+                 typo_corrections: list[tuple[str, str]] | None = None,
+                 linked_by_control: ControlLinkReason | None = None) -> FollowupHit:
     """A follow-up as the query sees it: whether it is linked to the query's criterion (by
     the canonical hash, so a typographic variant of the criterion links as the criterion
     does), how, and how similar its question is to the query's text."""
@@ -144,6 +222,9 @@ def followup_hit(candidate: Candidate, query: Query, found_by: Sequence[str], *,
         source=candidate.source,
         content=candidate.text,
         questionnaire_id=meta.get("questionnaire_id"),
+        control=control_of(meta),
+        linked_by_control=None if hash_match else linked_by_control,
+        sheet=meta.get("origin_sheet") or None,
         criterion_question_text=linked_text,
         criterion_question_hash=meta.get("criterion_question_hash"),
         question_text=str(meta["question_text"]),
@@ -230,9 +311,19 @@ def keep_latest_rounds(hits: Sequence[FollowupHit], limit: int
 
 def merge_tiers(hits: Sequence[FollowupHit], limit: int
                 ) -> tuple[list[FollowupHit], list[DroppedFollowup]]:
-    """Seed 003's merge: high > medium > low, newest first within a tier, at most `limit`."""
+    """Seed 003's merge: high > medium > low, newest first within a tier, at most `limit`.
+    The answers of one round linked through one control (its sheets, its parts) take one
+    place between them: they are one control's answer, not competitors."""
     ordered = sorted(by_round(hits, newest_first=True), key=_tier_rank)
-    kept, rest = ordered[:limit], ordered[limit:]
+    places: set[object] = set()
+    kept, rest = [], []
+    for hit in ordered:
+        place = _place(hit)
+        if place in places or len(places) < limit:
+            places.add(place)
+            kept.append(hit)
+        else:
+            rest.append(hit)
     summary = ", ".join(f"round {h.round_number} ({h.tier})" for h in kept)
     best_kept = min((_tier_rank(h) for h in kept), default=None)
     dropped = [
@@ -246,6 +337,13 @@ def merge_tiers(hits: Sequence[FollowupHit], limit: int
         for hit in rest
     ]
     return kept, dropped
+
+
+def _place(hit: FollowupHit) -> object:
+    """The place a follow-up takes under the round cap: its own, or its round's control's."""
+    if hit.tier == "control" and hit.linked_by_control is not None:
+        return ("control", hit.round_number, hit.linked_by_control.id)
+    return hit.id
 
 
 def _tier_rank(hit: FollowupHit) -> int:
@@ -292,6 +390,10 @@ class Supersession:
         self.index = index
         self.read = read
         self._newest: dict[tuple[str, ...], StoredChunk | None] = {}
+        # The answers linked to the query's criterion through a control it is mapped to
+        # (set by `fetch_control_linked`): its answers where no hash or id links any.
+        self.control_linked: list[str] = []
+        self.control_reasons: dict[str, ControlLinkReason] = {}
 
     @classmethod
     def of(cls, env: RetrievalEnv) -> Supersession:
@@ -326,8 +428,12 @@ class Supersession:
         return None
 
     def current(self, query: Query) -> CurrentAnswer | None:
-        """The query's criterion's newest answer; None when no round answered it."""
+        """The query's criterion's newest answer; None when no round answered it. Where no
+        answer links by hash or id, the newest answer linked through a mapped control."""
         chunk = self.newest(self.answers_to(query))
+        through_control = chunk is None and bool(self.control_linked)
+        if through_control:
+            chunk = self.newest(self.control_linked)
         if chunk is None:
             return None
         meta = chunk.metadata
@@ -336,7 +442,9 @@ class Supersession:
             answered_at=str(meta.get("timestamp", "")), source=str(meta.get("source", "")),
             question_text=str(meta.get("question_text", "")),
             answer_text=str(meta.get("answer_text", "")),
-            questionnaire_id=meta.get("questionnaire_id") or None, content=chunk.text)
+            questionnaire_id=meta.get("questionnaire_id") or None, content=chunk.text,
+            control=control_of(meta), sheet=meta.get("origin_sheet") or None,
+            linked_by_control=self.control_reasons.get(chunk.id) if through_control else None)
 
     def later_answer(self, followup_id: str, round_number: int, *, query: Query | None = None,
                      metadata: dict[str, Any] | None = None) -> LaterAnswer | None:
@@ -363,7 +471,9 @@ class Supersession:
         else:  # an answer the links do not name: what its own record says it answers
             canonical = followup_canonical_hash(metadata) if metadata else None
             questionnaire_id = metadata.get("questionnaire_id")
-        return self.index.answering(canonical, [questionnaire_id] if questionnaire_id else [])
+        found = self.index.answering(canonical, [questionnaire_id] if questionnaire_id else [])
+        # Per control: a later round's answer to the same control (any part, any sheet).
+        return found + [i for i in self.index.same_control(followup_id) if i not in found]
 
     def mark_hits(self, hits: Sequence[FollowupHit] | None, query: Query
                   ) -> list[FollowupHit] | None:

@@ -27,6 +27,7 @@ from core.store.judgments import JudgmentRecords
 from core.store.migrations import FIRST_SCHEMA_VERSION, SCHEMA_VERSION, can_upgrade, upgrade
 from core.store.paths import STORE_DATABASE, check_store_path
 from core.store.registry import Registered, VendorRegistry, read_vendor_status
+from core.store.texts import TextRecords
 from core.store.vendor import VendorStore
 from core.store.verdicts import VerdictRecords
 
@@ -41,6 +42,7 @@ _DECISIONS_SUFFIX = "__decisions"
 _JUDGMENTS_SUFFIX = "__judgments"
 _CRITERIA_SUFFIX = "__criteria"
 _PREFIX = "vendor__"
+CRITERIA_CONTROLS_COLLECTION = "workbench__criteria_controls"
 Records = TypeVar("Records", VerdictRecords, DecisionRecords, JudgmentRecords,
                   CriteriaListRecords)
 # ChromaDB keeps one shared system per store path (or server) in a process-wide registry that
@@ -361,6 +363,16 @@ class EvidenceStore:
         kept: a read of a vendor none was used with creates nothing)."""
         return self._records(vendor_id, criteria_collection_name, CriteriaListRecords,
                              create)
+
+    def criteria_controls(self, *, create: bool = False) -> TextRecords | None:
+        """The criteria lists' mappings to controls (core/controls/mappings.py): one
+        store-wide collection, which is no vendor's, as every vendor's answers link by them;
+        made at the first list kept, so reading it creates nothing."""
+        collection = self._collection(
+            CRITERIA_CONTROLS_COLLECTION, create=create,
+            metadata={"schema_version": SCHEMA_VERSION},
+            configuration={"hnsw": PERSISTED_AT_EVERY_WRITE})
+        return TextRecords(collection) if collection is not None else None
 
     def _records(self, vendor_id: str, name: Callable[[str], str], kind: type[Records],
                  create: bool) -> Records | None:

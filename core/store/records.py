@@ -88,6 +88,11 @@ def link_record_id(followup_id: str) -> str:
     return f"{_LINK_PREFIX}{followup_id}"
 
 
+# The keys of a response that say what it answers, copied into its link record.
+LINKED_BY = ("criterion_question_hash", "criterion_canonical_hash", "questionnaire_id",
+             "control_key")
+
+
 def link_metadata(record: StoredRecord) -> dict[str, Any]:
     """The link record of a follow-up response: what criterion it answers (the keys the
     response itself carries), its round, and the fingerprint of the response as written."""
@@ -98,7 +103,7 @@ def link_metadata(record: StoredRecord) -> dict[str, Any]:
             str(record.metadata.get("original_criterion_question_text") or ""),
         "fingerprint": record_fingerprint(record.text, dict(record.metadata)),
     }
-    for key in ("criterion_question_hash", "criterion_canonical_hash", "questionnaire_id"):
+    for key in LINKED_BY:
         if record.metadata.get(key):
             metadata[key] = record.metadata[key]
     return metadata
@@ -116,7 +121,7 @@ def withdrawn_link(followup_id: str, metadata: dict[str, Any]) -> dict[str, Any]
             str(metadata.get("original_criterion_question_text") or ""),
         "fingerprint": "", WITHDRAWN_KEY: True,
     }
-    for key in ("criterion_question_hash", "criterion_canonical_hash", "questionnaire_id"):
+    for key in LINKED_BY:
         if metadata.get(key):
             tombstone[key] = metadata[key]
     return tombstone
@@ -148,6 +153,9 @@ class FollowupLink(NamedTuple):
     criterion_text: str
     questionnaire_id: str | None = None
     round_number: int | None = None
+    # The control the answer is keyed by ("sp800-53:ac-7"), where its id is a known
+    # framework's; a link written before answers knew their control has none.
+    control_key: str | None = None
 
 
 def followup_link(metadata: dict[str, Any]) -> FollowupLink:
@@ -157,7 +165,8 @@ def followup_link(metadata: dict[str, Any]) -> FollowupLink:
                         followup_canonical_hash(metadata),
                         str(metadata.get("original_criterion_question_text") or ""),
                         metadata.get("questionnaire_id") or None,
-                        int(round_number) if round_number is not None else None)
+                        int(round_number) if round_number is not None else None,
+                        metadata.get("control_key") or None)
 
 
 def followup_canonical_hash(metadata: dict[str, Any]) -> str | None:

@@ -12,6 +12,7 @@ from core.models import (
     FATE_MEANING,
     FATE_STATUS,
     Candidate,
+    CurrentAnswer,
     FollowupFate,
     FollowupHit,
     RetrievalTrace,
@@ -206,6 +207,19 @@ def kind_label(doc_type: str, round_number: int | None = None) -> str:
     return {"tc_files": "vendor document"}.get(doc_type, doc_type or "record")
 
 
+def _keyed(answer: FollowupHit | CurrentAnswer) -> str:
+    """'; linked by control AC-7 (Unsuccessful Logon Attempts), proposed; sheet Cloud CRM':
+    how an answer linked through a control is linked, and where it was answered."""
+    parts = []
+    if answer.linked_by_control is not None:
+        parts.append(answer.linked_by_control.label())
+    elif answer.control is not None:
+        parts.append(f"control {answer.control.id}")
+    if answer.sheet:
+        parts.append(f"sheet {answer.sheet}")
+    return "".join(f"; {p}" for p in parts)
+
+
 def trace_text(trace: RetrievalTrace, width: int = 100) -> str:
     """`evidence retrieve --format text`: the criterion, its current answer, the earlier
     answers the retrieval saw, and the context's excerpts with their labels, wrapped."""
@@ -215,13 +229,18 @@ def trace_text(trace: RetrievalTrace, width: int = 100) -> str:
 
     lines = wrapped(f"Criterion: {trace.criterion}", "")
     lines.append(f"Strategy: {trace.strategy}; vendor {trace.vendor_id}")
+    if trace.controls:
+        lines += wrapped("Controls: " + "; ".join(
+            f"{c.id}{f' ({c.title})' if c.title else ''}, {c.status}" for c in trace.controls),
+            "")
     current = trace.current_answer
     lines.append("")
     if current is None:
         lines.append("Current answer: no questionnaire round answered this criterion.")
     else:
         lines += wrapped(f"Current answer: round {current.round_number} "
-                         f"({response_date(current.answered_at)}), {current.source}", "")
+                         f"({response_date(current.answered_at)}), {current.source}"
+                         f"{_keyed(current)}", "")
         lines += wrapped(f"Q: {current.question_text}") + wrapped(f"A: {current.answer_text}")
     seen = {h.id: h for h in [*trace.followups, *(d.followup for d in trace.dropped_followups)]}
     earlier = [h for h in by_round(seen.values(), newest_first=True)
@@ -231,8 +250,8 @@ def trace_text(trace: RetrievalTrace, width: int = 100) -> str:
         for hit in earlier:
             where = "in the context" if trace.fate(hit.id) == "in_context" else "left out"
             said = answer_standing(hit.round_number, hit.timestamp, hit.later_answer, False)
-            lines += wrapped(f"{said[0].upper()}{said[1:]}, {where}: \"{hit.answer_text}\"",
-                             "  ")
+            lines += wrapped(f"{said[0].upper()}{said[1:]}{_keyed(hit)}, {where}: "
+                             f"\"{hit.answer_text}\"", "  ")
     lines += ["", "Excerpts in the context:" if trace.evidence
               else "No excerpt is in the context."]
     current_id = current.id if current else None

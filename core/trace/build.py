@@ -24,10 +24,12 @@ from core.trace.context import (
 
 
 def retrieve(services: Services, vendor_id: str, criterion: str, strategy: str,
-             questionnaire_ids: Sequence[str] = ()) -> RetrievalTrace:
+             questionnaire_ids: Sequence[str] = (), controls: Sequence[str] = ()
+             ) -> RetrievalTrace:
     """Run one strategy for one criterion of one vendor; every stage lands in the trace.
     Answers to `questionnaire_ids` (the ids a criteria file maps the criterion to) link to it
-    as a hash match does."""
+    as a hash match does; answers keyed by `controls` (the controls it maps it to, else the
+    store's mappings) link in the control tier."""
     chosen = get_strategy(strategy)
     criterion = check_criterion(criterion)
     started = time.perf_counter()
@@ -40,7 +42,8 @@ def retrieve(services: Services, vendor_id: str, criterion: str, strategy: str,
     with timings.stage("embed_query"):
         query = Query(text=criterion, criterion_hash=criterion_hash(criterion),
                       embedding=services.embed_query(criterion),
-                      questionnaire_ids=tuple(dict.fromkeys(questionnaire_ids)))
+                      questionnaire_ids=tuple(dict.fromkeys(questionnaire_ids)),
+                      control_ids=tuple(dict.fromkeys(controls)))
     result, notes = services.runner.run(chosen, vendor, query, reranker, reranker_status,
                                         timings)
     return build_trace(vendor_id=vendor_id, query=query, strategy=chosen, result=result,
@@ -66,7 +69,8 @@ def build_trace(*, vendor_id: str, query: Query, strategy: Strategy, result: Str
     timings.ms["total"] = (time.perf_counter() - started) * 1000.0
     return RetrievalTrace(
         vendor_id=vendor_id, criterion=query.text, criterion_hash=query.criterion_hash,
-        questionnaire_ids=list(query.questionnaire_ids), strategy=strategy.name,
+        questionnaire_ids=list(query.questionnaire_ids),
+        controls=[link.shown() for link in result.controls], strategy=strategy.name,
         reranker=reranker_status, embedding_model=embedding_model,
         constants=SeedConstants(**settings.seed_constants()), context=context, prompt=prompt,
         current_answer=result.current_answer, followups=result.followups,

@@ -310,16 +310,28 @@ def excerpt_label(candidate: Candidate, current_id: str | None = None) -> str:
     return f"{label}: {standing}"
 
 
+def control_note(answer: FollowupHit | CurrentAnswer) -> str:
+    """' - linked by control AC-7 (Unsuccessful Logon Attempts), proposed - sheet Cloud CRM'
+    for an answer linked through a control the criterion is mapped to; nothing for another."""
+    if answer.linked_by_control is None:
+        return ""
+    sheet = f" - answered on sheet {one_line(answer.sheet)}" if answer.sheet else ""
+    return f" - {answer.linked_by_control.label()}{sheet}"
+
+
 def _hit_heading(hit: FollowupHit, current_id: str | None) -> str:
     qid = f" › {one_line(hit.questionnaire_id)}" if hit.questionnaire_id else ""
-    when = f"[Round {hit.round_number}{qid} ({response_date(hit.timestamp)})"
+    when = f"[Round {hit.round_number}{qid} ({response_date(hit.timestamp)}){control_note(hit)}"
     if hit.later_answer is not None:
         return f"{when}: {earlier_note(hit.later_answer)}]"
     return f"{when}: the current answer]" if hit.id == current_id else f"{when}]"
 
 
 def _current_xml(current: CurrentAnswer) -> str:
-    content = (f"The vendor's newest answer to this criterion, round {current.round_number} "
+    what = ("this criterion" if current.linked_by_control is None else
+            f"a control this criterion is mapped to ({current.linked_by_control.label()}"
+            f"{f', answered on sheet {one_line(current.sheet)}' if current.sheet else ''})")
+    content = (f"The vendor's newest answer to {what}, round {current.round_number} "
                f"({response_date(current.answered_at)}).\n"
                f"Question: {_indented(current.question_text)}\n"
                f"Answer: {_indented(current.answer_text)}")
@@ -366,7 +378,13 @@ Each document excerpt below is labelled with its date. An excerpt labelled SUPER
 from an earlier version of a document (last year's report, a replaced certificate, a policy's
 previous version); its label names the current version, which states the vendor's evidence
 now. An excerpt labelled STALE is the newest version there is, but its period ended long ago
-or it has expired: say so."""
+or it has expired: say so.
+
+A response labelled "linked by control" answers a control this criterion is mapped to (NIST SP
+800-53, ISO/IEC 27001), in the words of the vendor's framework: it answers the criterion as far
+as that control does. "accepted" means a reviewer confirmed the mapping; "proposed" means the
+workbench ranked it and no reviewer has confirmed it yet. Responses of one round answered on
+several sheets (on-premises, cloud) are all current, each for its own sheet."""
 
 _OWN_PROMPT_TAIL = """Assess whether this criterion is MET, NOT_MET, or INCONCLUSIVE.
 Base the verdict on the CURRENT ANSWER where it speaks to the criterion, and on the
@@ -390,6 +408,7 @@ def format_current_responses_prompt(current: CurrentAnswer | None,
     blocks = []
     if current is not None:
         place = f" - {one_line(current.source)}" if current.questionnaire_id else ""
+        place += control_note(current)
         blocks.append(_response_block("CURRENT ANSWER - ", current.round_number,
                                       current.answered_at, place, current.question_text,
                                       current.answer_text))
@@ -398,6 +417,7 @@ def format_current_responses_prompt(current: CurrentAnswer | None,
         if hit.id == current_id:
             continue
         place = f" - {one_line(hit.source)}" if hit.questionnaire_id else ""
+        place += control_note(hit)
         if hit.later_answer is not None:
             kind = "EARLIER ANSWER - "
             place += f" - {later_note(hit.later_answer)}"

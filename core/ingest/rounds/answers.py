@@ -31,6 +31,9 @@ class Layout:
     sheet_pattern: re.Pattern[str] | None = None  # a sheet this layout may be read from
     several_sheets: bool = False  # answers on every sheet with the header (HECVAT 4)
     id_from: str | None = None  # a field whose "5.10: title" text gives the row's id
+    # Each sheet answers every id for itself (an on-premises and a cloud sheet): an id is
+    # answered once per sheet, and its answers are told apart by their sheets.
+    answers_per_sheet: bool = False
 
 
 @dataclass(frozen=True)

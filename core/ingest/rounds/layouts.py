@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from openpyxl.utils import get_column_letter
 
+from core.controls.answers import control_question
 from core.errors import UserInputError
 from core.ingest.rounds.answers import (
     Layout,
@@ -24,6 +25,7 @@ from core.ingest.rounds.answers import (
     joined_answer,
     note_prefix,
     one_per_id,
+    one_per_id_per_sheet,
     row_place,
 )
 from core.ingest.rounds.tables import HEADER_SEARCH_ROWS, Rows
@@ -32,6 +34,9 @@ CAIQ_ID = re.compile(r"^[A-Z&]{2,4}-\d{2}\.\d+$")
 HECVAT_ID = re.compile(r"^[A-Z]{2,4}-\d{2}$")
 SIG_ID = re.compile(r"^(?:[A-V](?:\.\d+){1,4}|\d+\.\d+\.\d+)$")
 ISO_ID = re.compile(r"^(?:A\.?)?\d{1,2}(?:\.\d{1,2}){1,2}$")
+# A NIST SP 800-53 control as FedRAMP's workbooks write it: "AC-2", "AC-02 (01)", a part
+# "AC-1(a)", an enhancement's part "AC-2(1)(a)".
+NIST_CONTROL_ID = re.compile(r"^[A-Z]{2}-\d{1,2}(?:\s?\((?:\d{1,2}|[a-z])\))*$")
 
 LAYOUTS: tuple[Layout, ...] = (
     Layout(
@@ -139,6 +144,22 @@ LAYOUTS: tuple[Layout, ...] = (
         # "5.10: Acceptable use ...": the id a title begins with is the one the reader sees
         # (a 2022 id saved as a number reads 5.1 for 5.10).
         id_from="control_title",
+    ),
+    Layout(
+        # FedRAMP's customer responsibility matrix (SSP Appendix J): one row per control or
+        # control part, whether the customer inherits it, and who does what. A vendor sends
+        # one sheet per offering (on-premises, cloud), each answering every control.
+        key="fedramp-crm", family="FedRAMP customer responsibility matrix",
+        id_pattern=NIST_CONTROL_ID,
+        headers={
+            "id": ("control id",),
+            "answer": ("can be inherited from csp",),
+            "explanation": ("specific inheritance and customer agency/csp responsibilities",),
+        },
+        required=("id", "answer", "explanation"),
+        answer_label="Can be inherited from the CSP",
+        several_sheets=True,
+        answers_per_sheet=True,
     ),
 )
 
@@ -270,7 +291,9 @@ def read_sheet(grid: Rows, layout: Layout, headers: list[_Header],
                 identifier = titled.group(1)
         if not layout.id_pattern.match(identifier):
             continue  # a section title, an instruction, a footer: not an answer
-        question = grid.text(row, columns["question"])
+        # A matrix keyed by control ids asks no question of its own: the control is it.
+        question = (grid.text(row, columns["question"]) if "question" in columns
+                    else control_question(identifier))
         noted: list[str] = []
         if header.choices:
             answer, noted = _chosen(grid, row, header.choices)
@@ -375,6 +398,7 @@ def read_layout(sheets: Sequence[Rows], layouts: Sequence[Layout] = LAYOUTS
     answers: list[LayoutAnswer] = []
     for grid, headers in found:
         answers.extend(read_sheet(grid, layout, headers, notes))
-    answers = one_per_id(answers, notes)
+    answers = (one_per_id_per_sheet(answers, notes) if layout.answers_per_sheet
+               else one_per_id(answers, notes))
     return LayoutRead(layout=layout, name=_layout_name(layout, [g for g, _ in found]),
                       sheets=[g.title for g, _ in found], answers=answers, notes=notes)

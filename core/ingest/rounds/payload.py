@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from core.controls.answers import control_metadata
 from core.errors import UserInputError
 from core.hashing import (
     canonical_criterion_hash,
@@ -205,6 +206,9 @@ def payload_records(payload: QuestionnairePayload) -> list[StoredRecord]:
         }
         if response.questionnaire_id:
             metadata["questionnaire_id"] = response.questionnaire_id
+            metadata.update(control_metadata(
+                response.questionnaire_id,
+                response.origin.layout if response.origin is not None else None))
         if response.origin is not None:
             origin = response.origin
             metadata["origin_file"] = origin.file

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from core.controls.mappings import ControlLink
 from core.models import BoostOutcome, Candidate, CurrentAnswer, DroppedFollowup, FollowupHit
 from core.retrieval.source import Query
 from core.retrieval.stages import RetrievalEnv, Timings
@@ -25,6 +26,9 @@ class StrategyResult:
     boost: BoostOutcome | None = None  # None: this strategy applies no boost
     # The criterion's newest answer, whatever the strategy kept (the runner adds it).
     current_answer: CurrentAnswer | None = None
+    # The controls the criterion was mapped to, where the vendor's answers are keyed by
+    # controls (the runner adds them).
+    controls: tuple[ControlLink, ...] = ()
 
 
 StrategyRun = Callable[[RetrievalEnv, Query, Timings], StrategyResult]

@@ -1,4 +1,5 @@
-"""The default: every hash-linked follow-up fetched by metadata, tiered, documents boosted,
+"""The default: every hash-linked follow-up fetched by metadata, tiered (with the answers keyed
+by a control the criterion is mapped to, in a tier of their own), documents boosted,
 follow-ups last in the context, which leads with the criterion's current answer; an earlier
 answer among the excerpts has the newest answer to its criterion just ahead of it, and an
 excerpt of a superseded document the current version's best excerpt."""
@@ -21,6 +22,8 @@ from core.retrieval.tiers import (
     assign_tiers,
     competing_followup,
     context_order,
+    control_tier,
+    fetch_control_linked,
     fetch_vouched_followups,
     followup_hit,
     keep_latest_rounds,
@@ -33,6 +36,8 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
     s = env.settings
     with timings.stage("hash_fetch"):  # the hash's follow-ups and a typo's, in one read
         linked, near = fetch_vouched_followups(env, query)
+    with timings.stage("control_fetch"):  # answers keyed by a control the criterion maps to
+        by_control, control_reasons = fetch_control_linked(env, query, linked)
     with timings.stage("first_stage"):
         hits = first_stage(env, query, s.top_first_stage_n)
     with timings.stage("tiers"):
@@ -44,7 +49,8 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
             found_by = paths + (["first_stage"] if seen else []) + (
                 ["semantic"] if candidate.id in semantic_ids else [])
             return followup_hit(seen or candidate, query, found_by,
-                                typo_corrections=env.typo_corrections.get(candidate.id))
+                                typo_corrections=env.typo_corrections.get(candidate.id),
+                                linked_by_control=control_reasons.get(candidate.id))
 
         hash_hits = assign_tiers([hit_for(c, ["hash"]) for c in linked], [], query.text, s)
         # Seeds 000 and 003: the latest MAX_FOLLOWUP_ROUNDS linked responses, then tiers.
@@ -53,15 +59,17 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
         # vouches for a follow-up, as the low tier. Ad-hoc answers and
         # answers to other criteria compete as ordinary evidence.
         fallback = assign_tiers([], [hit_for(c, ["near_copy"]) for c in near], query.text, s)
-        vouched = {c.id for c in linked} | {c.id for c in near}
+        # Answers keyed by a mapped control: their own tier, the newest round per control.
+        control_hits, superseded = control_tier([hit_for(c, ["control"]) for c in by_control])
+        vouched = {c.id for c in linked} | {c.id for c in near} | {c.id for c in by_control}
         competing = [
             competing_followup(hit_for(by_id[i], []), query.text)
             for i in by_id if i in semantic_ids and i not in vouched
         ]
-        kept, crowded = merge_tiers(latest + fallback, s.max_followup_rounds)
-        # Hash-linked follow-ups never compete as excerpts (kept or capped); any other
-        # follow-up not in the follow-up entry is ordinary evidence (seed 000).
-        withheld = {h.id for h in kept} | {c.id for c in linked}
+        kept, crowded = merge_tiers(latest + control_hits + fallback, s.max_followup_rounds)
+        # Linked follow-ups (by hash or control) never compete as excerpts (kept or
+        # capped); any other follow-up not in the follow-up entry is ordinary evidence.
+        withheld = {h.id for h in kept} | {c.id for c in linked} | {c.id for c in by_control}
         remaining = [c for c in hits if c.id not in withheld]
         to_rerank = top_by_first_stage(remaining, s.top_to_rerank_n)
     with timings.stage("rerank"):
@@ -81,9 +89,9 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
                                                          pool=boosted)
     return StrategyResult(
         evidence=evidence, followups=context_order(kept), first_stage=hits, reranked=boosted,
-        hash_path=hash_hits, boost=boost,
+        hash_path=hash_hits + control_hits + [d.followup for d in superseded], boost=boost,
         semantic_path=[h for h in hash_hits if "semantic" in h.found_by] + fallback + competing,
-        dropped_followups=capped + crowded,
+        dropped_followups=capped + superseded + crowded,
     )
 
 
