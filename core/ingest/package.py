@@ -1,6 +1,7 @@
 """A vendor's package as it arrives (a folder of policies, reports, certificates, filled
-questionnaires and answer files), sorted file by file: each document is read and chunked,
-each questionnaire read as a round of its own, every file checked before anything is
+questionnaires, answer files and control implementation statements), sorted file by file:
+each document is read and chunked, each questionnaire read as a round of its own (the
+statement files of one system together, as one round), every file checked before anything is
 written. A file that cannot be read refuses the package, naming every such file, unless
 the reviewer asks to skip them."""
 
@@ -24,6 +25,12 @@ from core.ingest.documents import (
     walk_folder,
 )
 from core.ingest.rounds.answers import LayoutRead
+from core.ingest.rounds.control_statements import (
+    PackageStatements,
+    group_names,
+    package_statements,
+    statement_round,
+)
 from core.ingest.rounds.mapping import ColumnMapping
 from core.ingest.rounds.payload import load_payload_file, payload_records
 from core.ingest.rounds.pdf_tables import read_pdf_questionnaire
@@ -61,10 +68,14 @@ class PackageFile:
     unchanged: bool = False  # ... and holds them exactly as the file has them now
     preview: list[dict[str, Any]] = field(default_factory=list)
     sheets: dict[str, Any] | None = None  # a workbook's sheets read and left out (with why)
+    # A file read into another file's round (a component of an OpenControl system, whose
+    # round is on its opencontrol.yaml's line): that file, and the round's number.
+    part_of: str | None = None
+    part_round: int | None = None
 
     @property
     def round_number(self) -> int | None:
-        return self.round.payload.round_number if self.round else None
+        return self.round.payload.round_number if self.round else self.part_round
 
 
 @dataclass(frozen=True)
@@ -85,7 +96,8 @@ class Package:
 
     @property
     def rounds(self) -> list[PackageFile]:
-        return [f for f in self.files if f.became == "round"]
+        """The files whose lines hold a round (a file read into another's round is not)."""
+        return [f for f in self.files if f.became == "round" and f.part_of is None]
 
 
 def read_package(writer: EvidenceWriter, vendor_id: str, folder: Path, *,
@@ -125,9 +137,21 @@ def read_package(writer: EvidenceWriter, vendor_id: str, folder: Path, *,
                for found in [read_answers(path)] if found is not None}
     definitions = {definition: path for path in answers
                    for definition in [definition_for(path)] if definition is not None}
+    statements = _statement_files(package_statements(folder, paths, limits,
+                                                     lambda p: _relative(folder, p)),
+                                  folder, vendor_id, stamp, limits)
     files: list[PackageFile] = []
     for index, path in enumerate(paths, start=1):
         name = _relative(folder, path)
+        if path in statements:
+            option = ("--columns" if name in mappings else "--sheet" if name in (sheets or {})
+                      else None)
+            files.append(statements[path] if option is None else PackageFile(
+                name, "skipped", f"{name} holds control implementation statements, not a "
+                f".csv or .xlsx table; {option} applies only to one.", unreadable=True))
+            if progress:
+                progress("reading", index, len(paths))
+            continue
         try:
             files.append(_sort_file(path, name, vendor_id, stamp, limits, settings,
                                     mappings.get(name), (sheets or {}).get(name, []),
@@ -242,6 +266,45 @@ def _questionnaire_file(name: str, found: LayoutRead, where: str, vendor_id: str
                        preview=read.preview())
 
 
+def _statement_files(found: PackageStatements, folder: Path, vendor_id: str, timestamp: str,
+                     limits: PayloadLimits) -> dict[Path, PackageFile]:
+    """What the package's control statement files become: each system's files one round,
+    on the line of its opencontrol.yaml (else of its first file), the others read into it;
+    a file that cannot be read, or that its system leaves out, skipped with why."""
+    out = {path: PackageFile(_relative(folder, path), "skipped", why, unreadable=True)
+           for path, why in found.unreadable.items()}
+    out.update({path: PackageFile(_relative(folder, path), "skipped", why)
+                for path, why in found.skipped.items()})
+    for group in found.groups:
+        head = group.manifest or group.files[0]
+        others = [f for f in group.every_file if f is not head]
+        try:
+            read = statement_round(group, vendor_id=vendor_id, round_number=1,
+                                   timestamp=timestamp, limits=limits)
+        except UserInputError as exc:
+            out[head.path] = PackageFile(head.name, "skipped", str(exc), unreadable=True)
+            for other in others:
+                out[other.path] = PackageFile(
+                    other.name, "skipped", f"{other.name} was not read: it is part of the "
+                    f"control statements of {group.system}, which {head.name}'s line says "
+                    "cannot be read.")
+            continue
+        count = len(read.payload.responses)
+        where = (f" from {len(group.files)} files: {group_names(group)}"
+                 if len(group.files) > 1 else "" if head is group.files[0]
+                 else f" from {group_names(group)}")
+        out[head.path] = PackageFile(
+            head.name, "round", f"control implementation statements ({read.layout}) of "
+            f"{group.system}: {_count(count, 'answer')}{where}.", layout=read.layout,
+            round=LoadedRound(read.payload, head.name, read.notes), preview=read.preview())
+        for other in others:
+            out[other.path] = PackageFile(
+                other.name, "round", f"read with {head.name} as one round, the control "
+                f"implementation statements of {group.system}.", layout=read.layout,
+                part_of=head.name)
+    return out
+
+
 _ROUND_KEYS = {"vendor_id", "round_number", "timestamp", "responses"}
 
 
@@ -347,8 +410,8 @@ def _number_rounds(writer: EvidenceWriter, vendor_id: str, files: list[PackageFi
     for item in rounds:
         if item.layout == "bulk payload":
             continue
-        origin = Path(item.file).name
-        own = [n for n, origins in sorted(stored.items()) if origins == {origin}
+        origin = _origins_read(item, files)
+        own = [n for n, origins in sorted(stored.items()) if origins == origin
                and n not in claimed and n not in {v[0] for v in numbered.values()}]
         if first_round is None and own:
             numbered[item.file] = (own[0], True)
@@ -362,7 +425,7 @@ def _number_rounds(writer: EvidenceWriter, vendor_id: str, files: list[PackageFi
         if number in claimed:
             raise UserInputError(f"{item.file} would be round {number}, which a JSON round of "
                                  "the package names as its own; give another --round.")
-        if number in stored and stored[number] != {origin}:
+        if number in stored and stored[number] != origin:
             others = ", ".join(sorted(str(o) for o in stored[number] if o) or ["another file"])
             raise UserInputError(f"{item.file} would be round {number} of {vendor_id}, which "
                                  f"already holds answers from {others}; give another --round "
@@ -381,8 +444,21 @@ def _number_rounds(writer: EvidenceWriter, vendor_id: str, files: list[PackageFi
             item = replace(item, round=replace(item.round, payload=payload),
                            replaces_round=replaces, unchanged=unchanged,
                            reason=f"{item.reason.removesuffix('.')}; round {number}{again}.")
+        elif item.part_of in numbered:
+            number = numbered[item.part_of][0]
+            item = replace(item, part_round=number,
+                           reason=f"{item.reason.removesuffix('.')}; round {number}.")
         out.append(item)
     return out
+
+
+def _origins_read(item: PackageFile, files: list[PackageFile]) -> set[str | None]:
+    """The files a round's answers name as theirs: the file itself, or for a system's
+    control statements each of its files that holds an answer."""
+    if item.round is None or not any(f.part_of == item.file for f in files):
+        return {Path(item.file).name}
+    return {r.origin.file if r.origin is not None else None
+            for r in item.round.payload.responses}
 
 
 def _refuse(package: Package, skip_unreadable: bool) -> None:
@@ -427,6 +503,9 @@ def ingest_package(writer: EvidenceWriter, package: Package,
                                "status": "replaced" if item.replaces_round else "added",
                                **({"removed_count": line.removed_count}
                                   if line.removed_count else {})}
+    for item in package.files:  # a file read into another's round says how that round went
+        if item.part_of is not None and item.part_of in outcomes:
+            outcomes[item.file] = {"status": outcomes[item.part_of]["status"]}
     return [package_line(item, outcomes.get(item.file, {})) for item in package.files]
 
 

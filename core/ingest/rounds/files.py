@@ -1,6 +1,7 @@
 """Round files read and validated before anything is written: JSON payloads as they are, .csv
-and .xlsx spreadsheets, questionnaires printed in a PDF or published as a web page, and VSAQ
-answer files under the vendor, round and time given for them."""
+and .xlsx spreadsheets, questionnaires printed in a PDF or published as a web page, VSAQ
+answer files, and control implementation statements (OpenControl, OSCAL) under the vendor,
+round and time given for them; the statement files of one system make one round."""
 
 from __future__ import annotations
 
@@ -10,6 +11,11 @@ from typing import Any
 
 from core.errors import UserInputError, shown_path
 from core.ingest import LoadedRound, read_user_file
+from core.ingest.rounds.control_statements import (
+    questionnaire_groups,
+    statement_kind,
+    statement_round,
+)
 from core.ingest.rounds.mapping import ColumnMapping
 from core.ingest.rounds.payload import load_payload_file
 from core.ingest.rounds.pdf_tables import read_pdf_questionnaire
@@ -72,8 +78,9 @@ def load_rounds(files: Iterable[Path | str], limits: PayloadLimits, *,
     files = [Path(f) for f in files]
     vsaq = {f: answers for f in files if not is_spreadsheet(f)
             for answers in [read_answers(f)] if answers is not None}
+    systems = questionnaire_groups([f for f in files if f not in vsaq], limits)
     tables = [f for f in files if is_spreadsheet(f) or f in vsaq or _is_pdf(f)
-              or is_web_page(f)]
+              or is_web_page(f) or f in systems]
     mapping = ColumnMapping.parse(columns) if columns is not None else None
     given = [option for option, value in (("--vendor", vendor_id), ("--round", round_number),
                                           ("--timestamp", timestamp), ("--columns", columns),
@@ -82,18 +89,35 @@ def load_rounds(files: Iterable[Path | str], limits: PayloadLimits, *,
     if not tables and given:
         raise UserInputError(
             f"{' and '.join(given)} {'applies' if len(given) == 1 else 'apply'} only to "
-            ".csv and .xlsx rounds, questionnaires in a PDF or a web page (.md, .html) and "
-            "VSAQ answer files; a JSON round names its own vendor, round and time.")
+            ".csv and .xlsx rounds, questionnaires in a PDF or a web page (.md, .html), "
+            "VSAQ answer files and control implementation statements (OpenControl, OSCAL); "
+            "a JSON round names its own vendor, round and time.")
     if tables and (vendor_id is None or round_number is None):
         what = ("a VSAQ answers file" if tables[0] in vsaq else "a questionnaire in a PDF"
                 if _is_pdf(tables[0]) else "a questionnaire published as a web page"
-                if is_web_page(tables[0]) else "a spreadsheet round")
+                if is_web_page(tables[0]) else statement_kind(systems[tables[0]], tables[0])
+                if tables[0] in systems else "a spreadsheet round")
         raise UserInputError(
             f"{shown_path(tables[0])} is {what}; give --vendor and --round "
             "for it (and --timestamp for when it was answered, default now).")
     rounds = []
+    read_systems: list[int] = []
     for file in files:
-        if is_spreadsheet(file):
+        if file in systems:
+            group = systems[file]
+            if id(group) in read_systems:
+                continue  # read with the first file of its system
+            read_systems.append(id(group))
+            if columns is not None or sheets:
+                raise UserInputError(f"{shown_path(file)} holds control implementation "
+                                     "statements, not a .csv or .xlsx table; --columns and "
+                                     "--sheet apply only to one.")
+            read = statement_round(group, vendor_id=vendor_id, round_number=round_number,
+                                   timestamp=timestamp, limits=limits)
+            named = [shown_path(f) for f, g in systems.items() if g is group]
+            rounds.append(LoadedRound(read.payload, ", ".join(named), list(read.notes),
+                                      layout=read.layout, first_answers=read.preview()))
+        elif is_spreadsheet(file):
             read = load_spreadsheet_round(file, vendor_id=vendor_id, round_number=round_number,
                                           timestamp=timestamp, limits=limits, columns=mapping,
                                           sheets=sheets)
@@ -127,3 +151,4 @@ def load_rounds(files: Iterable[Path | str], limits: PayloadLimits, *,
             rounds.append(LoadedRound(payload, shown_path(file), layout="bulk payload",
                                       first_answers=first))
     return rounds
+
