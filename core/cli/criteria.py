@@ -49,9 +49,13 @@ def map_controls(
     entries = load_criteria_file(criteria_file, max_chars=MAX_CRITERION_CHARS)
     _settings(ctx)
     workbench = _workbench(ctx)
-    mappings = workbench.controls.map_list(
-        Path(criteria_file).name, entries, framework=framework, accept=accept,
-        reviewer=workbench.settings.reviewer)
+    name = Path(criteria_file).name
+    mappings = workbench.controls.map_list(name, entries, framework=framework, accept=accept)
+    decided = sum(m.decided for m in mappings)
+    if decided:  # a reviewer's decision, as every decision is, in the audit log
+        workbench.store.audit_log().append(
+            workbench.settings.reviewer or "cli", "map_controls",
+            detail=f"{name}: {decided} of {len(mappings)} criteria mapped to accepted controls")
     width = min(shutil.get_terminal_size().columns, 100)
     for index, (entry, mapping) in enumerate(zip(entries, mappings, strict=True)):
         if output_format is AskFormat.json:

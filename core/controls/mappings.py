@@ -189,6 +189,11 @@ class CriteriaControls:
         """The ranking's proposals for a criterion, (control, confident), best first."""
         proposals = self.proposer.propose(text, embedding, top=PROPOSALS_SHOWN)
         links = [(link_from_proposal(p), p.confident) for p in proposals]
+        # The enhancements that raised a proposal, after the base controls: their answers
+        # answer the criterion as the base control's do (IA-2(1) under IA-2).
+        links += [(ControlLink(NIST_PREFIX + p.through.key, NIST_FRAMEWORK, p.through.id,
+                               p.through.title, "proposed", p.score), p.confident)
+                  for p in proposals if p.through is not None]
         if framework == "800-53":
             return links
         if framework != "iso27001-2013":
@@ -261,8 +266,7 @@ class CriteriaControls:
         return mapping
 
     def map_list(self, name: str, entries: Sequence[Any], *, framework: str = "800-53",
-                 accept: bool = False, reviewer: str | None = None
-                 ) -> list[CriterionMapping]:
+                 accept: bool = False) -> list[CriterionMapping]:
         """Every criterion of a list mapped: the controls its `controls` cell gives are
         accepted; with `accept`, the confident proposals of the others are; the rest keep a
         kept decision or stay proposed. The list's mappings are kept in the store (the
@@ -280,13 +284,33 @@ class CriteriaControls:
                                     for link, sure in mapping.proposals if sure]
             mappings.append(mapping)
         self.keep(name, mappings)
-        decided = sum(m.decided for m in mappings)
-        if decided:
-            self.store.audit_log().append(
-                reviewer or "cli", "map_controls",
-                detail=f"{name}: {decided} of {len(mappings)} criteria mapped to accepted "
-                       "controls")
         return mappings
+
+    def decide(self, name: str, decisions: dict[str, Sequence[ControlLink]]
+               ) -> list[CriterionMapping]:
+        """A reviewer's decisions on a kept list: criterion (canonical hash) -> the controls
+        accepted for it (none: no control answers it). The others stay as they were."""
+        items = next((found for kept_name, _when, found in self.kept() if kept_name == name),
+                     None)
+        if items is None:
+            raise UserInputError(f"No criteria list named {name!r} is mapped yet; map it "
+                                 "first.")
+        for item in items:
+            if item.canonical_hash in decisions:
+                item.decided = True
+                item.accepted = [replace(link, status="accepted")
+                                 for link in decisions[item.canonical_hash]]
+        self.keep(name, items)
+        return items
+
+    def state(self) -> str:
+        """When any list's mappings last changed ("" while none is kept): a view of a
+        retrieval is stale once it changes."""
+        records = self._records()
+        if records is None:
+            return ""
+        return max((str(meta.get("updated_at") or "") for _i, _t, meta in records.all()),
+                   default="")
 
     # What a retrieval links by -----------------------------------------------------------
 

@@ -57,14 +57,18 @@ _STOP = frozenset(
 
 @dataclass(frozen=True)
 class Proposal:
-    """One control proposed for a criterion: its fused score (0 to 1), the two it is fused
-    from, and whether it is confident enough to link until a reviewer decides."""
+    """One control proposed for a criterion: its fused score (0 to 1; a base control's
+    raised to its best enhancement's), the two it is fused from, and whether it is confident
+    enough to link until a reviewer decides."""
 
     control: Control
     score: float
     embedding_score: float
     lexical_score: float
     confident: bool
+    # The enhancement whose match raised the base control's score (multi-factor
+    # authentication for IA-2): its answers are the criterion's too.
+    through: Control | None = None
 
 
 def ranking_text(control: Control, catalog: Catalog) -> str:
@@ -138,6 +142,11 @@ class ControlProposer:
         self.catalog = catalog or nist_catalog()
         self.controls = self.catalog.current()
         self._enhancements = np.asarray([c.parent is not None for c in self.controls])
+        rows = {c.key: row for row, c in enumerate(self.controls)}
+        # An enhancement's base control's row (-1 where it has none in the current catalog).
+        self._parents = np.asarray([rows.get(c.parent, -1) if c.parent else -1
+                                    for c in self.controls])
+        self._has_parent = self._parents >= 0
         self._lock = threading.Lock()
         self._vectors: np.ndarray | None = None
         self._bm25: _Bm25 | None = None
@@ -184,6 +193,30 @@ class ControlProposer:
                     f"{c.title} {c.title} {c.statement} {c.discussion}" for c in self.controls])
             return self._bm25
 
+    def _rolled(self, fused: np.ndarray) -> np.ndarray:
+        """Each base control's score raised to its best enhancement's: an enhancement that
+        matches a criterion is evidence that its base control answers it."""
+        rolled = fused.copy()
+        np.maximum.at(rolled, self._parents[self._has_parent], fused[self._has_parent])
+        return rolled
+
+    def _listing(self, fused: np.ndarray, top: int) -> list[int]:
+        """The base controls proposed, best first by their rolled score: a criterion in a
+        reviewer's words asks what a base control asks, and listing one family's enhancements
+        beside it would crowd the other families out."""
+        rolled = self._rolled(fused)
+        order = np.argsort(-np.where(self._has_parent, -np.inf, rolled), kind="stable")
+        return [int(row) for row in order[:top] if np.isfinite(rolled[row])
+                and not self._has_parent[row]]
+
+    def _driver(self, fused: np.ndarray, row: int) -> Control | None:
+        """The enhancement that raised a base control's score, where one did."""
+        children = np.flatnonzero(self._parents == row)
+        if not len(children):
+            return None
+        best = int(children[np.argmax(fused[children])])
+        return self.controls[best] if fused[best] > fused[row] else None
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """The criteria's vectors, as the proposals compare them."""
         return np.asarray(self._embedder().embed(list(texts)), dtype=np.float32)
@@ -206,14 +239,16 @@ class ControlProposer:
         fused = EMBEDDING_WEIGHT * scaled_cosine + (1 - EMBEDDING_WEIGHT) * scaled_lexical * (
             best_cosine if best_cosine > 0 else 0.0)
         fused = np.where(self._enhancements, fused * ENHANCEMENT_WEIGHT, fused)
-        order = np.argsort(-fused, kind="stable")[:top]
-        best = float(fused[order[0]]) if len(order) else 0.0
+        order = self._listing(fused, top)
+        rolled = self._rolled(fused)
+        best = float(rolled[order[0]]) if order else 0.0
         proposals = []
         for rank, row in enumerate(order):
-            score = float(fused[row])
+            score = float(rolled[row])
             confident = (rank < MAX_CONFIDENT and score >= CONFIDENT_SCORE
                          and best - score <= CONFIDENT_MARGIN)
             proposals.append(Proposal(self.controls[int(row)], round(score, 4),
                                       round(float(cosine[row]), 4),
-                                      round(float(scaled_lexical[row]), 4), confident))
+                                      round(float(scaled_lexical[row]), 4), confident,
+                                      self._driver(fused, row)))
         return proposals
