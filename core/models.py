@@ -456,6 +456,10 @@ class Candidate(BaseModel):
         None, description="why an excerpt no search ranked is here: the id of the earlier "
                           "answer it is the newest answer for, or of the superseded "
                           "document's excerpt it is the current version for")
+    other_sheet_of: str | None = Field(
+        None, description="for an answer no search ranked: the id of the excerpt answering "
+                          "the same question on another sheet of the same round (an "
+                          "on-premises and a cloud sheet), which it stands beside")
     later_version: LaterVersion | None = Field(
         None, description="for an excerpt of a superseded document: its series' current "
                           "version; None for a current document and for answers")

@@ -237,3 +237,23 @@ def test_plain_words_reach_a_control_answer_that_shares_none_of_them(tmp_path, r
     linked = bench.retrieve("gov", criterion, "precedence")
     assert linked.current_answer.questionnaire_id == "AC-7"
     assert linked.current_answer.linked_by_control.status == "proposed"
+
+
+def test_an_excerpt_from_one_sheet_has_the_other_sheets_answer_beside_it(
+        matrix_vendor, capsys, tmp_path, monkeypatch):
+    # Decided: no control answers it, so the answers compete as excerpts; the one the search
+    # ranks (one place only) brings the other sheet's answer to the same question, not
+    # counted against the excerpts' places.
+    monkeypatch.setenv("EVIDENCE_TOP_RERANKED_N", "1")
+    criteria = criteria_csv(tmp_path / "criteria.csv", [("TLS 1.2 on every connection", "")])
+    code, lines, err = run_json(capsys, "retrieve", "--vendor", "acme", "--criteria-file",
+                                criteria)
+    assert code == 0, err
+    evidence = lines[0]["evidence"]
+    assert len(evidence) == 2
+    tls = [c for c in evidence if c["metadata"].get("questionnaire_id") == "SC-8"]
+    assert sorted(c["metadata"]["origin_sheet"] for c in tls) == ["Cloud CRM",
+                                                                  "On-Premises CRM"]
+    beside = [c for c in tls if c["other_sheet_of"]]
+    assert len(beside) == 1 and beside[0]["other_sheet_of"] in {c["id"] for c in tls}
+    assert "the same question answered on another sheet of the round" in lines[0]["prompt"]

@@ -33,7 +33,7 @@ from core.models import (
 from core.retrieval.links import AnswerIndex
 from core.retrieval.source import Query, StoredChunk
 from core.retrieval.stages import RetrievalEnv, candidate_from_chunk
-from core.store import followup_canonical_hash
+from core.store import followup_canonical_hash, is_withdrawn
 
 TIER_ORDER = {"high": 0, "medium": 1, "control": 2, "low": 3}
 # Text comparisons kept per process: the strategies shown side by side ask the same pairs.
@@ -517,6 +517,32 @@ class Supersession:
         if not found:
             return None
         return candidate_from_chunk(found[0]).model_copy(update={"brought_in": earlier_id})
+
+
+def with_other_sheets(env: RetrievalEnv, excerpts: Sequence[Candidate]) -> list[Candidate]:
+    """The excerpts with, beside each answer from a workbook's sheet, the same question's
+    answers on the round's other sheets (an on-premises and a cloud sheet answer one control
+    each for itself): one question's answers, not competitors for the excerpts' places, so
+    they are not counted against them."""
+    index = env.answers()
+    placed: list[Candidate] = []
+    seen = {c.id for c in excerpts}
+    for candidate in excerpts:
+        placed.append(candidate)
+        meta = candidate.metadata
+        sheet, question = meta.get("origin_sheet"), meta.get("questionnaire_id")
+        if not candidate.is_followup or not sheet or not question:
+            continue
+        siblings = [i for i in index.answering(None, [str(question)])
+                    if i not in seen and index.round_of(i) == meta.get("round_number")]
+        for chunk in env.linked_records(siblings) if siblings else []:
+            if chunk.metadata.get("origin_sheet") not in (None, sheet) and not is_withdrawn(
+                    chunk.metadata) and chunk.metadata.get("source_type") == (
+                    FOLLOWUP_SOURCE_TYPE):
+                seen.add(chunk.id)
+                placed.append(candidate_from_chunk(chunk).model_copy(
+                    update={"other_sheet_of": candidate.id}))
+    return placed
 
 
 def _low_tier_reason(hit: FollowupHit, criterion: str, settings: Settings) -> str:

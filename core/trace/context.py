@@ -307,6 +307,8 @@ def excerpt_label(candidate: Candidate, current_id: str | None = None) -> str:
                                "the same criterion")
     if candidate.brought_in:
         standing += ", the newest answer to the criterion of the earlier answer that follows"
+    elif candidate.other_sheet_of:
+        standing += ", the same question answered on another sheet of the round"
     return f"{label}: {standing}"
 
 
@@ -437,6 +439,8 @@ def format_current_responses_prompt(current: CurrentAnswer | None,
             place += f" - {later_note(later, 'the same criterion')}"
         elif excerpt.brought_in:
             place += " - the newest answer to the criterion it answers"
+        elif excerpt.other_sheet_of:
+            place += " - the same question answered on another sheet of the round"
         blocks.append(_response_block(kind, int(meta["round_number"]),
                                       str(meta.get("timestamp", "")), place,
                                       str(meta.get("question_text", "")),

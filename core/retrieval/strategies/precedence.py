@@ -28,6 +28,7 @@ from core.retrieval.tiers import (
     followup_hit,
     keep_latest_rounds,
     merge_tiers,
+    with_other_sheets,
 )
 from core.retrieval.versions import DocumentVersions
 
@@ -87,6 +88,9 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
         # An excerpt of a superseded document has its series' current version just ahead.
         evidence = DocumentVersions.of(env).with_current(evidence, query, s.top_reranked_n,
                                                          pool=boosted)
+    with timings.stage("other_sheets"):
+        # An answer from one sheet has the same question's answers on the other sheets beside.
+        evidence = with_other_sheets(env, evidence)
     return StrategyResult(
         evidence=evidence, followups=context_order(kept), first_stage=hits, reranked=boosted,
         hash_path=hash_hits + control_hits + [d.followup for d in superseded], boost=boost,
