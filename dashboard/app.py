@@ -117,6 +117,8 @@ page = st.navigation({
     ],
     "Store": [
         st.Page(views / "library.py", title="Evidence library", icon=":material/folder_open:"),
+        st.Page(views / "criteria.py", title="Criteria and controls",
+                icon=":material/link:"),
         *([st.Page(views / "audit.py", title="Audit log", icon=":material/policy:")]
           if team is not None and auth.may("audit") else []),
     ],

@@ -20,7 +20,8 @@ from dashboard.styles import (
     RED,
 )
 
-TIER_COLORS = {"high": GREEN, "medium": AMBER, "low": GREY, None: LIGHT_GREY}
+TIER_COLORS = {"high": GREEN, "medium": AMBER, "control": PURPLE, "low": GREY,
+               None: LIGHT_GREY}
 HIGHLIGHT = BLUE
 MUTED = LIGHT_GREY
 

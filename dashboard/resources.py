@@ -108,15 +108,16 @@ def vendor_statuses() -> list[VendorStatus]:
 # so a page cannot alter another's.
 
 @on_store_state(per_vendor=True, show_spinner="Retrieving...")
-def _trace_json(vendor_id: str, criterion: str, strategy: str, day: str) -> dict:
+def _trace_json(vendor_id: str, criterion: str, strategy: str, day: str, mapped: str) -> dict:
     return get_workbench().retrieve(vendor_id, criterion, strategy).to_json_dict()
 
 
 def retrieve(vendor_id: str, criterion: str, strategy: str) -> RetrievalTrace:
     """A (cached) trace; copies are handed out, so a page cannot alter another's. It is kept
-    for the day: a document's standing (stale, expired) moves with the date."""
-    return RetrievalTrace.model_validate(_trace_json(vendor_id, criterion, strategy,
-                                                     _today().isoformat()))
+    for the day (a document's standing, stale or expired, moves with the date) and while the
+    criteria's mappings to controls are unchanged (a reviewer may accept them elsewhere)."""
+    return RetrievalTrace.model_validate(_trace_json(
+        vendor_id, criterion, strategy, _today().isoformat(), get_workbench().controls.state()))
 
 
 @on_store_state(per_vendor=True)

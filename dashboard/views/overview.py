@@ -1,6 +1,7 @@
 """Criterion overview: the vendor's current answer to the criterion first, with the earlier
 answers and any contradiction between them (where no round answers it, the current documents'
-best excerpts for it, dated); then the reviewer's decision (its state, history
+best excerpts for it, dated); the controls the criterion is mapped to and the answers linked
+through them; then the reviewer's decision (its state, history
 and the form to record a new one), the supporting excerpts and follow-ups with every score
 and a one-click relevance grade; the hash, the models and the timings last, in the details."""
 
@@ -44,6 +45,8 @@ def followup_rows(trace: RetrievalTrace) -> pd.DataFrame:
         "answer": f.answer_text,
         "standing": widgets.standing_words(f, current),
         "tier": f.tier or "none",
+        "control": f.control.id if f.control else "",
+        "sheet": f.sheet or "",
         "question": f.question_text,
         "timestamp": f.timestamp,
         "question_similarity": f.question_similarity,
@@ -66,6 +69,10 @@ def show_current_answer(chosen: Selection, trace: RetrievalTrace) -> None:
     with st.container(border=True, key="current_answer"):
         st.markdown(plain(current.answer_text))
         st.caption(f"Asked: {plain(current.question_text)}")
+    if current.linked_by_control is not None:
+        st.caption(f"This answer is {plain(current.linked_by_control.label())}"
+                   f"{f', on sheet {plain(current.sheet)}' if current.sheet else ''}: the "
+                   "criterion is mapped to that control (see Controls below).")
     linked = resources.linked_followups(chosen.vendor_id, chosen.criterion)
     earlier = [h for h in by_round(linked, newest_first=True) if h.later_answer is not None]
     if earlier:
@@ -165,6 +172,46 @@ def excerpt_status(candidate: Candidate, current: str | None) -> str:
     return "the current answer" if candidate.id == current else ""
 
 
+def control_rows(trace: RetrievalTrace) -> pd.DataFrame:
+    """One row per control the criterion is mapped to: who mapped it, its score, and the
+    answers linked through it (in the context or left out), with their sheets."""
+    linked = [*trace.followups, *(d.followup for d in trace.dropped_followups)]
+    rows = []
+    for control in trace.controls:
+        answers = [h for h in linked if h.linked_by_control is not None
+                   and h.linked_by_control.id == control.id]
+        where = sorted({f"round {h.round_number}" + (f", {h.sheet}" if h.sheet else "")
+                        for h in answers})
+        rows.append({"control": control.id, "title": control.title or "",
+                     "status": control.status, "score": control.score,
+                     "answers": len(answers), "answered in": "; ".join(where)})
+    return pd.DataFrame(rows)
+
+
+def show_controls(trace: RetrievalTrace) -> None:
+    """The controls the criterion is mapped to and the answers linked through them; shown
+    where the vendor's answers are keyed by controls."""
+    if not trace.controls:
+        return
+    st.subheader("Controls")
+    decided = all(c.status == "accepted" for c in trace.controls)
+    st.caption("The controls that answer this criterion: "
+               + ("accepted by a reviewer." if decided else
+                  "proposed by the ranking over the NIST SP 800-53 catalog until a reviewer "
+                  "decides (Criteria and controls page).")
+               + " The vendor's answers keyed by them are linked in the control tier, "
+                 "whatever words they use.")
+    st.dataframe(control_rows(trace), hide_index=True, key="criterion_controls",
+                 column_config={
+                     "score": st.column_config.NumberColumn(
+                         "Score", format="%.2f",
+                         help="the proposal's fused score (embedding and BM25 over the "
+                              "control's title and statement); none for an accepted id"),
+                     "answers": st.column_config.NumberColumn(
+                         "Linked answers", help="answers keyed by the control, in the "
+                                                "context or left out (an earlier round's)")})
+
+
 def show_followups(trace: RetrievalTrace) -> None:
     st.subheader("Follow-up answers in the context")
     if not trace.followups:
@@ -175,6 +222,12 @@ def show_followups(trace: RetrievalTrace) -> None:
         **widgets.followup_columns(similarity, answer_width="large"),
         "standing": widgets.standing_column(),
         "timestamp": widgets.answered_at_column(),
+        "control": st.column_config.TextColumn(
+            "Control", help="the control the answer is keyed by, where its id is a known "
+                            "framework's (NIST SP 800-53, ISO/IEC 27001, CSA CAIQ)"),
+        "sheet": st.column_config.TextColumn(
+            "Sheet", help="the workbook sheet it was answered on (an on-premises and a cloud "
+                          "sheet answer one control each for itself)"),
     })
 
 
@@ -319,6 +372,7 @@ def render() -> None:
     trace = actions.current_trace(chosen)
 
     show_current_answer(chosen, trace)
+    show_controls(trace)
     show_decision(chosen, trace)
     show_excerpts(trace)
     show_followups(trace)
