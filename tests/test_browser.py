@@ -20,10 +20,13 @@ from core.hashing import criterion_hash
 from tests.chroma_server import free_port
 from tests.conftest import AES_CRITERION, REPO
 from tests.support.bench_results import write_results
+from tests.support.cli import environment, run_process
+from tests.support.control_matrix import CLOUD, ON_PREMISES, write_matrix
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
 TYPED_CRITERION = "Does the vendor rotate its encryption keys at least once a year?"
+LOCKOUT = "Accounts are locked after a run of wrong passwords"
 ARTIFACTS = REPO / "tests" / "artifacts"
 # How long a step of the page may take before the test calls it hung. No test here measures
 # speed (the first start's times are printed, not asserted): on a machine whose cores other
@@ -73,9 +76,15 @@ def _dashboard(work: Path):
 
 
 @pytest.fixture(scope="module")
-def dashboard_url(tmp_path_factory):
+def dashboard_work(tmp_path_factory) -> Path:
+    """The folder of the dashboard the module's tests walk (its store is `store` in it)."""
+    return tmp_path_factory.mktemp("browser")
+
+
+@pytest.fixture(scope="module")
+def dashboard_url(dashboard_work):
     """The app started the way the README starts it, on a fresh empty store."""
-    with _dashboard(tmp_path_factory.mktemp("browser")) as served:
+    with _dashboard(dashboard_work) as served:
         yield served
 
 
@@ -437,4 +446,43 @@ def test_documents_in_time_on_the_library_and_the_overview(dashboard_url, browse
     assert "LMN-SOC2-FY25.pdf: The report's period ended 2025-06-30, over a year ago." in text
     assert "report for the period 2024-07-01 to 2025-06-30" in text
     _shot(page, "13_library_documents_in_time")
+    page.close()
+
+
+def test_controls_on_the_overview_and_the_criteria_page(dashboard_url, dashboard_work, browser,
+                                                       tmp_path):
+    """A vendor's FedRAMP responsibility matrix (an on-premises and a cloud sheet) and a
+    criteria list mapped by `evidence criteria map`: the Criterion overview of a criterion in
+    plain words names its controls, proposed, and the answers linked through them on both
+    sheets; the Criteria and controls page lists the mapping to accept or edit."""
+    url, _started = dashboard_url
+    page = browser.new_page(viewport={"width": 1440, "height": 2200})
+    page.goto(url)  # the sample is indexed before anything else is written
+    page.get_by_role("heading", name="Criterion overview").first.wait_for(timeout=WAIT_MS)
+    env = environment(EVIDENCE_STORE=str(dashboard_work / "store"),
+                      EVIDENCE_RERANKER_CACHE_DIR=str(dashboard_work / "no-models"))
+    book = write_matrix(tmp_path / "crm.xlsx",
+                        {"On-Premises CRM": ON_PREMISES, "Cloud CRM": CLOUD})
+    done = run_process("ingest", "questionnaire", "--vendor", "meridian", "--round", "1", book,
+                       env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    criteria = tmp_path / "gov-criteria.txt"
+    criteria.write_text(f"{LOCKOUT}\n", encoding="utf-8")
+    done = run_process("criteria", "map", "--criteria-file", criteria, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    page.goto(f"{url}/?vendor=meridian")
+    page.get_by_role("heading", name="Criterion overview").first.wait_for(timeout=WAIT_MS)
+    _wait_until_idle(page)
+    _type_criterion(page, LOCKOUT)
+    page.get_by_role("heading", name="Controls").first.wait_for(timeout=WAIT_MS)
+    text = _main_text(page)
+    assert "Unsuccessful Logon Attempts" in text and "proposed" in text
+    assert "round 1, Cloud CRM; round 1, On-Premises CRM" in text
+    assert "This answer is linked by control" in text
+    _shot(page, "14_overview_controls")
+
+    _open(page, "Criteria and controls", "gov-criteria.txt")
+    text = _main_text(page)
+    assert "NIST SP 800-53 Rev. 5" in text and LOCKOUT in text and "AC-7" in text
+    _shot(page, "15_criteria_and_controls")
     page.close()

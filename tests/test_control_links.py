@@ -257,3 +257,20 @@ def test_an_excerpt_from_one_sheet_has_the_other_sheets_answer_beside_it(
     beside = [c for c in tls if c["other_sheet_of"]]
     assert len(beside) == 1 and beside[0]["other_sheet_of"] in {c["id"] for c in tls}
     assert "the same question answered on another sheet of the round" in lines[0]["prompt"]
+
+
+def test_the_lexical_index_finds_an_answer_by_its_controls_catalog_words(matrix_vendor,
+                                                                         capsys, tmp_path):
+    # Words the catalog's AC-7 statement holds and neither answer does: BM25 finds both
+    # answers by them, and returns the vendor's text alone.
+    criteria = criteria_csv(tmp_path / "criteria.csv", [("consecutive invalid logon", "")])
+    code, lines, err = run_json(capsys, "retrieve", "--vendor", "acme", "--criteria-file",
+                                criteria, "--strategy", "hybrid")
+    assert code == 0, err
+    lexical = [c for c in lines[0]["first_stage"] if c["lexical_rank"] is not None]
+    assert {c["metadata"]["questionnaire_id"] for c in lexical} == {"AC-7"}
+    assert len(lexical) == 2
+    assert all("consecutive" not in c["text"] and "\u2063" not in c["text"] for c in lexical)
+    # The index holds the catalog's words beside the text, and its check agrees.
+    code, lines, err = run_json(capsys, "check", "--vendor", "acme", "--dry-run")
+    assert code == 0 and lines[0]["ok"], lines

@@ -81,14 +81,18 @@ def control_of(metadata: Mapping[str, Any]) -> AnswerControl | None:
     return AnswerControl(framework=ref.framework, id=ref.id, title=ref.title)
 
 
-def searched_text(text: str, metadata: Mapping[str, Any]) -> str:
-    """The text a record is embedded from: an answer keyed by an 800-53 control has the
-    control's id, title and the start of its statement ahead of its own text; any other
-    record is its text."""
+def catalog_words(metadata: Mapping[str, Any]) -> str:
+    """What the catalog says of the 800-53 control an answer is keyed by (its id, title and
+    the start of its statement); "" for a record of no such control."""
     key = metadata.get("control_key")
     if not key or not str(key).startswith(NIST_PREFIX):
-        return text
+        return ""
     control = nist_catalog().get(str(key)[len(NIST_PREFIX):])
-    if control is None:
-        return text
-    return f"{control.search_text(SEARCH_WORDS)}\n{text}"
+    return control.search_text(SEARCH_WORDS) if control is not None else ""
+
+
+def searched_text(text: str, metadata: Mapping[str, Any]) -> str:
+    """The text a record is embedded from: an answer keyed by an 800-53 control has the
+    catalog's words on it ahead of its own text; any other record is its text."""
+    words = catalog_words(metadata)
+    return f"{words}\n{text}" if words else text

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from core.errors import StoreError
 from core.retrieval.lexical.postings import instances, read_blocks
 from core.retrieval.lexical.schema import BUSY_TIMEOUT_S, SCHEMA_VERSION, TABLES
+from core.retrieval.lexical.terms import indexed_text
 from core.store.audit import StoreRead
 from core.store.records import version_key as _version_key
 
@@ -240,12 +241,13 @@ def compare_index(path: Any, index: IndexRead | None, read: StoreRead,
             if not of_this_version:
                 # No sync removes a row of a version it keeps.
                 note("extra", False, record_id)
-            elif row.text != stored[0] or row.metadata != _metadata_json(stored[1]):
+            elif row.text != indexed_text(*stored[:2]) or row.metadata != _metadata_json(
+                    stored[1]):
                 # An unrecorded version is read again.
                 note("stale", key not in recorded, record_id)
         elif key in recorded and key in stored_keys:
-            if of_this_version and row.text == stored[0] and row.metadata == _metadata_json(
-                    stored[1]):
+            if of_this_version and row.text == indexed_text(*stored[:2]) and (
+                    row.metadata == _metadata_json(stored[1])):
                 found.lingering += 1  # a replaced version, until its chunks leave the store
             else:
                 note("stale" if of_this_version else "extra", False, record_id)
@@ -274,7 +276,7 @@ def compare_index(path: Any, index: IndexRead | None, read: StoreRead,
         elif noted != stored_followup[2]:
             # A sync re-reads a response whose noted fingerprint differs.
             note("stale", True, record_id)
-        elif row.text != stored_followup[0] or row.metadata != _metadata_json(
+        elif row.text != indexed_text(*stored_followup[:2]) or row.metadata != _metadata_json(
                 stored_followup[1]):
             note("stale", False, record_id)
     for record_id, (_, _, fingerprint) in read.followups.items():

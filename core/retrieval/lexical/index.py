@@ -35,7 +35,7 @@ from core.retrieval.lexical.schema import (
     recorded_followups,
     recorded_versions,
 )
-from core.retrieval.lexical.terms import match_expression
+from core.retrieval.lexical.terms import indexed_text, match_expression, shown_text
 from core.retrieval.source import Neighbour, Query, StoredChunk
 from core.retrieval.source import Where as WhereInput
 from core.store import VendorStore, Where, record_fingerprint
@@ -221,7 +221,7 @@ class LexicalIndex:
         for chunk in self._read_versions(new_versions):
             key = _version_key(chunk.metadata["doc_key"], chunk.metadata["doc_sha"])
             removed += _delete_rows(db, "id = ?", (chunk.id,), changes)
-            changes.add(_insert(db, chunk, key), chunk.text)
+            changes.add(*_insert(db, chunk, key))
             added += 1
         db.executemany("INSERT OR IGNORE INTO versions VALUES (?, ?)", sorted(new_versions))
 
@@ -238,7 +238,7 @@ class LexicalIndex:
             # A row whose fingerprint record was lost would make the insert collide, and
             # every later sync with it.
             removed += _delete_rows(db, "id = ?", (record_id,), changes)
-            changes.add(_insert(db, StoredChunk(record_id, text, metadata), None), text)
+            changes.add(*_insert(db, StoredChunk(record_id, text, metadata), None))
             db.execute("INSERT INTO followups VALUES (?, ?)", (record_id, fingerprint))
             added += 1
         write_postings(db, changes)
@@ -324,7 +324,7 @@ class LexicalIndex:
                 "FROM chunks AS c JOIN chunk_text AS t ON t.rowid = c.rowid "
                 "WHERE c.id IN (SELECT value FROM json_each(?))",
                 (json.dumps(list(ids)),)).fetchall()
-        return {record_id: StoredChunk(record_id, text, json.loads(metadata))
+        return {record_id: StoredChunk(record_id, shown_text(text), json.loads(metadata))
                 for record_id, text, metadata, version_key in rows
                 if of_state(version_key, committed)}
 
@@ -376,13 +376,14 @@ class LexicalIndex:
                 self._kept = None
 
 
-def _insert(db: sqlite3.Connection, chunk: StoredChunk, version_key: str | None) -> int:
-    """The chunk's rows; its rowid."""
+def _insert(db: sqlite3.Connection, chunk: StoredChunk, version_key: str | None
+            ) -> tuple[int, str]:
+    """The chunk's rows; its rowid and the text indexed (see `indexed_text`)."""
     cursor = db.execute("INSERT INTO chunks (id, version_key, metadata) VALUES (?, ?, ?)",
                         (chunk.id, version_key, json.dumps(chunk.metadata, sort_keys=True)))
-    db.execute("INSERT INTO chunk_text (rowid, text) VALUES (?, ?)",
-               (cursor.lastrowid, chunk.text))
-    return cursor.lastrowid
+    text = indexed_text(chunk.text, chunk.metadata)
+    db.execute("INSERT INTO chunk_text (rowid, text) VALUES (?, ?)", (cursor.lastrowid, text))
+    return cursor.lastrowid, text
 
 
 def _delete_rows(db: sqlite3.Connection, condition: str, parameters: Sequence[Any],

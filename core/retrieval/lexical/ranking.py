@@ -14,7 +14,7 @@ import numpy as np
 
 from core.retrieval.lexical.bm25 import bm25_scores
 from core.retrieval.lexical.schema import snapshot
-from core.retrieval.lexical.terms import phrases_of
+from core.retrieval.lexical.terms import phrases_of, shown_text
 from core.retrieval.source import Where as WhereInput
 from core.store import Where
 
@@ -89,8 +89,8 @@ def best_filtered(db: sqlite3.Connection, expression: str, committed: set[str],
         + "".join(f" AND {condition}" for condition in conditions)
         + " ORDER BY rank, c.id LIMIT ?"
     )
-    return db.execute(sql, (expression, json.dumps(sorted(committed)), *parameters, n)
-                      ).fetchall()
+    return [(record_id, shown_text(text), metadata, rank) for record_id, text, metadata, rank
+            in db.execute(sql, (expression, json.dumps(sorted(committed)), *parameters, n))]
 
 
 def of_state(version_key: str | None, committed: set[str]) -> bool:
@@ -120,8 +120,8 @@ def _with_content(db: sqlite3.Connection, best: list[tuple[float, str, int]]
         "FROM chunks AS c JOIN chunk_text AS t ON t.rowid = c.rowid "
         "WHERE c.rowid IN (SELECT value FROM json_each(?))",
         (json.dumps([rowid for _, _, rowid in best]),))}
-    return [(record_id, *content[rowid], rank) for rank, record_id, rowid in best
-            if rowid in content]
+    return [(record_id, shown_text(content[rowid][0]), content[rowid][1], rank)
+            for rank, record_id, rowid in best if rowid in content]
 
 
 def where_sql(where: WhereInput | None) -> tuple[list[str], list[Any]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from core.config import Settings
 
 # The layout of one index file; a file of another layout is emptied and rebuilt (derived).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # A sync holds the write lock while it reads new chunks from the store; other writers wait.
 BUSY_TIMEOUT_S = 120.0
 # The full-text table's tokenizer; the postings take their terms from FTS5 itself.

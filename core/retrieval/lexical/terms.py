@@ -7,7 +7,10 @@ import os
 import re
 import sqlite3
 import threading
+from collections.abc import Mapping
+from typing import Any
 
+from core.controls.answers import catalog_words
 from core.retrieval.lexical.schema import TOKENIZE
 
 # Words that carry no evidence; kept only when a query has nothing else. FTS5 scores every
@@ -23,6 +26,23 @@ _WORD = re.compile(r"[^\W_]+")
 _PHRASE = re.compile(r'"([^"]*)"')
 # Phrases whose tokens are kept per process (the tokens of a phrase never change).
 _TOKENS_KEPT = 20_000
+
+
+# Between a record's own text and the words it is searched by besides (an answer keyed by a
+# control: the catalog's words on it); the index returns the text before it.
+SEARCH_ONLY = "\n\u2063"
+
+
+def indexed_text(text: str, metadata: Mapping[str, Any]) -> str:
+    """What the full-text index holds of a record: its text, then the catalog's words on the
+    control an answer is keyed by, which the text shown never includes."""
+    words = catalog_words(metadata)
+    return f"{text}{SEARCH_ONLY}{words}" if words else text
+
+
+def shown_text(indexed: str) -> str:
+    """A record's own text, from what the index holds of it."""
+    return indexed.split(SEARCH_ONLY, 1)[0]
 
 
 def match_expression(text: str) -> str | None:
