@@ -257,6 +257,15 @@ def test_an_excerpt_from_one_sheet_has_the_other_sheets_answer_beside_it(
     beside = [c for c in tls if c["other_sheet_of"]]
     assert len(beside) == 1 and beside[0]["other_sheet_of"] in {c["id"] for c in tls}
     assert "the same question answered on another sheet of the round" in lines[0]["prompt"]
+    # Two places hold two questions, each with both sheets' answers: one question's answers
+    # are not competitors for the places.
+    monkeypatch.setenv("EVIDENCE_TOP_RERANKED_N", "2")
+    code, lines, err = run_json(capsys, "retrieve", "--vendor", "acme", "--criteria-file",
+                                criteria)
+    evidence = lines[0]["evidence"]
+    questions = [c["metadata"]["questionnaire_id"] for c in evidence]
+    assert len(evidence) == 4 and len(set(questions)) == 2
+    assert all(questions.count(q) == 2 for q in questions)
 
 
 def test_the_lexical_index_finds_an_answer_by_its_controls_catalog_words(matrix_vendor,

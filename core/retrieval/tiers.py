@@ -519,6 +519,23 @@ class Supersession:
         return candidate_from_chunk(found[0]).model_copy(update={"brought_in": earlier_id})
 
 
+def one_place_per_question(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The candidates with one place for each question a round answered on several sheets:
+    the best ranked of its answers keeps it (`with_other_sheets` puts the others beside)."""
+    taken: set[tuple[object, str]] = set()
+    kept: list[Candidate] = []
+    for candidate in candidates:
+        meta = candidate.metadata
+        question = meta.get("questionnaire_id")
+        if candidate.is_followup and question and meta.get("origin_sheet"):
+            place = (meta.get("round_number"), str(question))
+            if place in taken:
+                continue
+            taken.add(place)
+        kept.append(candidate)
+    return kept
+
+
 def with_other_sheets(env: RetrievalEnv, excerpts: Sequence[Candidate]) -> list[Candidate]:
     """The excerpts with, beside each answer from a workbook's sheet, the same question's
     answers on the round's other sheets (an on-premises and a cloud sheet answer one control

@@ -28,6 +28,7 @@ from core.retrieval.tiers import (
     followup_hit,
     keep_latest_rounds,
     merge_tiers,
+    one_place_per_question,
     with_other_sheets,
 )
 from core.retrieval.versions import DocumentVersions
@@ -79,7 +80,8 @@ def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
         boosted = boost_followup_documents(ranked, s.followup_document_boost, s.followup_boost_cap)
         boost = boost_outcome(boosted, s.followup_document_boost, s.followup_boost_cap)
     with timings.stage("select"):
-        evidence = select_top(env, boosted, s.top_reranked_n)
+        # One place per question however many sheets answered it (the others stand beside).
+        evidence = select_top(env, one_place_per_question(boosted), s.top_reranked_n)
     with timings.stage("later_answers"):
         # An earlier answer among the excerpts has its criterion's newest answer just ahead.
         evidence = Supersession.of(env).with_newest(evidence, query, s.top_reranked_n,
