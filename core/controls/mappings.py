@@ -315,13 +315,18 @@ class CriteriaControls:
     # What a retrieval links by -----------------------------------------------------------
 
     def for_query(self, text: str, embedding: np.ndarray | None,
-                  given: Sequence[str] = ()) -> tuple[ControlLink, ...]:
-        """The controls a retrieval links the criterion's answers by (see the module)."""
+                  given: Sequence[str] = (), proposable: bool = True
+                  ) -> tuple[ControlLink, ...]:
+        """The controls a retrieval links the criterion's answers by (see the module); the
+        catalog is ranked only where `proposable` says answers keyed by its controls (or
+        through its crosswalk) are there to link."""
         if given:
             return parse_controls(";".join(given), "the criterion's controls")
         kept = self.kept_for(canonical_criterion_hash(text))
         if kept is not None:
             return kept.in_use()
+        if not proposable:
+            return ()
         return tuple(link for link, confident in self.propose(text, embedding) if confident)
 
 
@@ -331,6 +336,6 @@ def criteria_controls(settings: Any, store: Any, embedder: Callable[[], Embedder
     """The store's mappings with the ranking over the shipped catalog, given to the runner
     so that every retrieval links by them."""
     controls = CriteriaControls(store, ControlProposer(embedder, settings.controls_cache_dir))
-    runner.criterion_controls = lambda query: controls.for_query(
-        query.linked_text, query.embedding, query.control_ids)
+    runner.criterion_controls = lambda query, proposable: controls.for_query(
+        query.linked_text, query.embedding, query.control_ids, proposable)
     return controls

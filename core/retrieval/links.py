@@ -51,6 +51,12 @@ class AnswerIndex:
         """Whether any stored answer is keyed by a known framework's control."""
         return bool(self._by_control)
 
+    @property
+    def proposable(self) -> bool:
+        """Whether any stored answer is keyed by a control the catalog's proposals can reach
+        (NIST SP 800-53, or ISO/IEC 27001:2013 through NIST's mapping)."""
+        return any(key.startswith(PROPOSABLE) for key in self._by_control)
+
     def keyed_by(self, control_key: str) -> list[str]:
         """The answers keyed by this control (any part of it), in any round or sheet."""
         return list(self._by_control.get(control_key, ()))
@@ -72,6 +78,10 @@ class AnswerIndex:
     def round_of(self, followup_id: str) -> int | None:
         link = self.links.get(followup_id)
         return link.round_number if link is not None else None
+
+
+# The control keys a proposal over the 800-53 catalog may link to.
+PROPOSABLE = ("sp800-53:", "iso27001-2013:")
 
 
 def _control_key(questionnaire_id: str | None) -> str | None:

@@ -79,7 +79,7 @@ class StrategyRunner:
         # vendor -> (generation, its documents and series corrections), read with its versions
         self._manifests: dict[str, tuple[str, ManifestState]] = {}
         # The controls a criterion is mapped to (set by the workbench); None: none.
-        self.criterion_controls: Callable[[Query], tuple[ControlLink, ...]] | None = None
+        self.criterion_controls: Callable[[Query, bool], tuple[ControlLink, ...]] | None = None
 
     def evidence(self, vendor: VendorStore, versions: dict[str, str]) -> VendorEvidence:
         """The vendor's chunks as a candidate source and record reader at these versions."""

@@ -59,7 +59,8 @@ class RetrievalEnv:
     read_versions: Callable[[], Mapping[str, DocumentVersion]] | None = None
     # The controls the query's criterion is mapped to (core/controls/mappings.py); None:
     # no mapping is read, and no answer links through a control.
-    read_controls: Callable[[Query], tuple[ControlLink, ...]] | None = None
+    # (The flag: whether the vendor's answers are keyed by controls a proposal can reach.)
+    read_controls: Callable[[Query, bool], tuple[ControlLink, ...]] | None = None
     # What a stage computed for the whole run and other stages reuse, by name.
     kept: dict[str, Any] = field(default_factory=dict)
     _links: Links | None = None
@@ -75,8 +76,9 @@ class RetrievalEnv:
     def controls(self, query: Query) -> tuple[ControlLink, ...]:
         """The controls the criterion is mapped to, read once per run."""
         if "controls" not in self.kept:
-            self.kept["controls"] = (self.read_controls(query) if self.read_controls is not None
-                                     else ())
+            self.kept["controls"] = (
+                self.read_controls(query, self.answers().proposable)
+                if self.read_controls is not None else ())
         return self.kept["controls"]
 
     def answers(self) -> AnswerIndex:
