@@ -264,9 +264,11 @@ class _CachedTraces:
         return get_workbench().with_settings(settings)
 
     def retrieve(self, vendor_id: str, criterion: str, strategy: str,
-                 questionnaire_ids: Sequence[str] = ()) -> RetrievalTrace:
-        if questionnaire_ids:
-            return get_workbench().retrieve(vendor_id, criterion, strategy, questionnaire_ids)
+                 questionnaire_ids: Sequence[str] = (), controls: Sequence[str] = ()
+                 ) -> RetrievalTrace:
+        if questionnaire_ids or controls:
+            return get_workbench().retrieve(vendor_id, criterion, strategy, questionnaire_ids,
+                                            controls)
         return retrieve(vendor_id, criterion, strategy)
 
     def linked_followups(self, vendor_id: str, criterion: str) -> list[FollowupHit]:
