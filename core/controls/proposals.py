@@ -42,7 +42,7 @@ EMBEDDING_WEIGHT = 0.7
 ENHANCEMENT_WEIGHT = 0.9
 # A proposal is confident when its fused score is at least this, and within this margin of
 # the criterion's best proposal (a criterion answered by two controls keeps both).
-CONFIDENT_SCORE = 0.25
+CONFIDENT_SCORE = 0.20
 CONFIDENT_MARGIN = 0.05
 # Confident proposals linked per criterion at most.
 MAX_CONFIDENT = 3
