@@ -44,6 +44,10 @@ ENHANCEMENT_WEIGHT = 0.9
 # the criterion's best proposal (a criterion answered by two controls keeps both).
 CONFIDENT_SCORE = 0.20
 CONFIDENT_MARGIN = 0.05
+# Pseudo-relevance feedback: the query vector moved this far towards the mean of the
+# controls it ranks first, this many of them.
+FEEDBACK_WEIGHT = 0.3
+FEEDBACK_CONTROLS = 10
 # Confident proposals linked per criterion at most.
 MAX_CONFIDENT = 3
 _WORD = re.compile(r"[a-z0-9]+")
@@ -193,6 +197,17 @@ class ControlProposer:
                     f"{c.title} {c.title} {c.statement} {c.discussion}" for c in self.controls])
             return self._bm25
 
+    def _fused(self, cosine: np.ndarray, scaled_lexical: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """(the fused score of every control, the cosine it is fused from). The embedding's
+        share is its cosine as it is (comparable across criteria); BM25's is relative to the
+        criterion's best, in the units of its best cosine, so a criterion of rare words is
+        not favoured. An enhancement's score is weighed down (ENHANCEMENT_WEIGHT)."""
+        best_cosine = float(cosine.max()) if len(cosine) else 0.0
+        fused = (EMBEDDING_WEIGHT * np.clip(cosine, 0.0, None)
+                 + (1 - EMBEDDING_WEIGHT) * scaled_lexical * max(best_cosine, 0.0))
+        return np.where(self._enhancements, fused * ENHANCEMENT_WEIGHT, fused), cosine
+
     def _rolled(self, fused: np.ndarray) -> np.ndarray:
         """Each base control's score raised to its best enhancement's: an enhancement that
         matches a criterion is evidence that its base control answers it."""
@@ -227,18 +242,20 @@ class ControlProposer:
         vector, when the caller has it)."""
         if embedding is None:
             embedding = self._embedder().embed([text])[0]
-        cosine = self.vectors() @ np.asarray(embedding, dtype=np.float32)
+        vectors = self.vectors()
         lexical = self.bm25().scores(text)
-        best_cosine = float(cosine.max()) if len(cosine) else 0.0
         best_lexical = float(lexical.max()) if len(lexical) else 0.0
-        scaled_cosine = np.clip(cosine, 0.0, None)
         scaled_lexical = (lexical / best_lexical if best_lexical > 0
                           else np.zeros_like(lexical))
-        # The embedding's share is its cosine as it is (comparable across criteria); BM25's
-        # is relative to the criterion's best, so a criterion of rare words is not favoured.
-        fused = EMBEDDING_WEIGHT * scaled_cosine + (1 - EMBEDDING_WEIGHT) * scaled_lexical * (
-            best_cosine if best_cosine > 0 else 0.0)
-        fused = np.where(self._enhancements, fused * ENHANCEMENT_WEIGHT, fused)
+        query = np.asarray(embedding, dtype=np.float32)
+        fused, cosine = self._fused(vectors @ query, scaled_lexical)
+        # Feedback (Rocchio): the query moved towards the controls it ranks first, so a
+        # criterion's plain words reach the standard's words those controls share.
+        first = np.argsort(-fused, kind="stable")[:FEEDBACK_CONTROLS]
+        moved = (1 - FEEDBACK_WEIGHT) * query + FEEDBACK_WEIGHT * vectors[first].mean(axis=0)
+        norm = float(np.linalg.norm(moved))
+        if norm > 0:
+            fused, cosine = self._fused(vectors @ (moved / norm), scaled_lexical)
         order = self._listing(fused, top)
         rolled = self._rolled(fused)
         best = float(rolled[order[0]]) if order else 0.0
