@@ -122,7 +122,7 @@ page = st.navigation({
         *([st.Page(views / "audit.py", title="Audit log", icon=":material/policy:")]
           if team is not None and auth.may("audit") else []),
     ],
-})
+}, expanded=True)  # every page listed: collapsed, the menu hides those past the tenth
 auth.begin_page()
 try:
     read_store(page.run)  # a page's own errors are its own; this catches what none of them do

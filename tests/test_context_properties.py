@@ -361,6 +361,16 @@ OWN_PROMPT_HEAD = [
     "now. An excerpt labelled STALE is the newest version there is, but its period ended long "
     "ago",
     "or it has expired: say so.",
+    "",
+    'A response labelled "linked by control" answers a control this criterion is mapped to '
+    "(NIST SP",
+    "800-53, ISO/IEC 27001), in the words of the vendor's framework: it answers the criterion "
+    "as far",
+    'as that control does. "accepted" means a reviewer confirmed the mapping; "proposed" means '
+    "the",
+    "workbench ranked it and no reviewer has confirmed it yet. Responses of one round answered "
+    "on",
+    "several sheets (on-premises, cloud) are all current, each for its own sheet.",
 ]
 OWN_PROMPT_TAIL = [
     "Assess whether this criterion is MET, NOT_MET, or INCONCLUSIVE.",
