@@ -43,7 +43,7 @@ ENHANCEMENT_WEIGHT = 0.9
 # A proposal is confident when its fused score is at least this, and within this margin of
 # the criterion's best proposal (a criterion answered by two controls keeps both).
 CONFIDENT_SCORE = 0.20
-CONFIDENT_MARGIN = 0.05
+CONFIDENT_MARGIN = 0.10
 # Pseudo-relevance feedback: the query vector moved this far towards the mean of the
 # controls it ranks first, this many of them.
 FEEDBACK_WEIGHT = 0.3
