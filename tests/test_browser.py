@@ -483,7 +483,7 @@ def test_controls_on_the_overview_and_the_criteria_page(dashboard_url, dashboard
 
     _open(page, "Criteria and controls", "decided by a reviewer")
     text = _main_text(page)
-    assert "1 criteria, 0 decided by a reviewer" in text and "NIST SP 800-53 Rev. 5" in text
+    assert "1 criterion, 0 decided by a reviewer" in text and "NIST SP 800-53 Rev. 5" in text
     assert LOCKOUT in text and "AC-7 Unsuccessful Logon Attempts" in text
     _shot(page, "15_criteria_and_controls")
     page.close()

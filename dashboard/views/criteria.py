@@ -118,7 +118,8 @@ def render() -> None:
     name = st.selectbox("Criteria list", names, key="controls_list")
     when, items = next((w, i) for n, w, i in kept if n == name)
     decided = sum(item.decided for item in items)
-    st.caption(f"{len(items)} criteria, {decided} decided by a reviewer; last changed "
+    st.caption(f"{len(items)} {'criterion' if len(items) == 1 else 'criteria'}, {decided} "
+               f"decided by a reviewer; last changed "
                f"{when[:19].replace('T', ' ')} UTC. Edit a row's controls (ids separated by "
                "';', such as AC-7; AC-2(1); A.9.4.2), tick Accept and save.")
     if message := st.session_state.pop(SAVED_KEY, None):
