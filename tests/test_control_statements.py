@@ -334,6 +334,20 @@ def test_a_package_reads_an_opencontrol_tree_as_one_round(cli, capsys, tmp_path)
                                 "ledger-ssp.xml", "ledger/opencontrol.yaml"], "unchanged")
 
 
+def test_a_packages_components_no_manifest_gathers_are_one_round(cli, capsys, tmp_path):
+    # Component folders sent without their opencontrol.yaml: the package's system, one round.
+    package = tmp_path / "portal"
+    opencontrol_tree(package, SYSTEM, FAMILIES)
+    (package / "opencontrol.yaml").unlink()
+    code, lines, err = run_json(capsys, "ingest", "package", "--vendor", "acme", package)
+    assert code == 0, err
+    rounds = [line for line in lines if line["became"] == "round"]
+    assert {f"policies/{f}/component.yaml" for f in FAMILIES} <= {r["file"] for r in rounds}
+    assert {r["round_number"] for r in rounds} == {1}
+    assert cli.status("acme")[0].rounds == [1]
+    assert set(stored(cli, 1)) == set(OPENCONTROL_ANSWERS)
+
+
 def test_a_package_with_a_malformed_component_names_it_and_writes_nothing(cli, capsys,
                                                                           tmp_path):
     package = tmp_path / "package"

@@ -970,7 +970,11 @@ def package_statements(folder: Path, paths: Sequence[Path], limits: PayloadLimit
             continue
         if read is None:
             continue
-        if read.kind != "opencontrol" or not above:
+        if read.kind == "opencontrol" and not above:
+            # Components no manifest gathers: the package's own system, one round.
+            groups.setdefault(("components", None), StatementGroup(
+                folder.name, [])).files.append(read)
+        elif read.kind != "opencontrol":
             key = read.group_key or ("file", path)
             groups.setdefault(key, StatementGroup(read.title or read.name, [])).files.append(
                 read)
@@ -1218,5 +1222,5 @@ def statement_round(group: StatementGroup, *, vendor_id: str, round_number: int,
     read_from = ("the file" if count == 1 else f"{count:,} files of {group.system}")
     first = (f"Read as {layout}: {len(answers):,} answer{'' if len(answers) == 1 else 's'} "
              f"from {read_from}, one per control id; each answer's question is its control "
-             "id.")
+             "id and, where the catalog has it, its title.")
     return replace(read, payload=payload, notes=[first, *group.notes, *notes])
