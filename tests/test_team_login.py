@@ -17,6 +17,7 @@ import os
 import shutil
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
 from tests.conftest import AES_CRITERION, REPO
@@ -33,6 +34,10 @@ from tests.support.oidc import (
     team_dashboard,
 )
 from tests.test_browser import ARTIFACTS
+
+# Picking an option: tries, and how long each waits for the option to take the click.
+CHOOSE_ATTEMPTS = 6
+CHOOSE_WAIT_MS = 30_000
 
 pytestmark = pytest.mark.browser
 
@@ -179,9 +184,20 @@ def _options(page, box) -> list[str]:
 
 
 def _choose(page, box, option: str) -> None:
-    box.click()
-    page.get_by_test_id("stSelectboxVirtualDropdown").get_by_role(
-        "option", name=option, exact=True).click()
+    """Pick an option of a selectbox. A rerun that lands while the list is open draws the
+    list again under the pointer (the option found is detached before the click): the list
+    is closed and opened again, a bounded number of times."""
+    for _ in range(CHOOSE_ATTEMPTS):
+        box.click()
+        try:
+            page.get_by_test_id("stSelectboxVirtualDropdown").get_by_role(
+                "option", name=option, exact=True).click(timeout=CHOOSE_WAIT_MS)
+            break
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")
+            _wait_until_idle(page)
+    else:
+        pytest.fail(f"the option {option!r} could not be picked in {CHOOSE_ATTEMPTS} tries")
     _wait_until_idle(page)
 
 
