@@ -119,27 +119,26 @@ class CriterionMapping:
             return tuple(self.accepted)
         return tuple(link for link, confident in self.proposals if confident)
 
-    def listed(self) -> list[CriterionControl]:
-        """What `criteria map` prints for it: the accepted controls, then the proposals not
-        accepted, best first."""
+    def ordered(self) -> list[ControlLink]:
+        """Its controls as `criteria map` lists them: the accepted ones, then the proposals
+        not accepted, best first."""
         accepted = {link.key for link in self.accepted}
-        return [link.shown() for link in self.accepted] + [
-            link.shown() for link, _ in self.proposals if link.key not in accepted]
+        return [*self.accepted, *(link for link, _ in self.proposals if link.key not in accepted)]
+
+    def listed(self) -> list[CriterionControl]:
+        """What `criteria map` prints for it (see `ordered`)."""
+        return [link.shown() for link in self.ordered()]
 
     def as_line(self) -> dict[str, Any]:
         """The JSON line `criteria map` prints: the criterion, its contract hash, and its
         controls best first (accepted ones first), each marked confident where it links
         until a reviewer decides."""
         confident = {link.key for link, sure in self.proposals if sure}
-        listed = self.listed()
-        keys = [link.key for link in self.accepted] + [
-            link.key for link, _ in self.proposals
-            if link.key not in {a.key for a in self.accepted}]
         return {"criterion": self.criterion, "criterion_hash": criterion_hash(self.criterion),
                 "decided": self.decided,
-                "controls": [{**shown.model_dump(mode="json"),
-                              "confident": shown.status == "accepted" or key in confident}
-                             for shown, key in zip(listed, keys, strict=True)]}
+                "controls": [{**link.shown().model_dump(mode="json"),
+                              "confident": link.status == "accepted" or link.key in confident}
+                             for link in self.ordered()]}
 
     def as_text(self, width: int = 100) -> str:
         """What `criteria map --format text` prints for it."""
@@ -148,7 +147,7 @@ class CriterionMapping:
             lines.append("  decided: no control answers it")
         confident = {link.key for link, sure in self.proposals if sure}
         accepted = {a.key for a in self.accepted}
-        for link in [*self.accepted, *(p for p, _ in self.proposals if p.key not in accepted)]:
+        for link in self.ordered():
             score = f"{link.score:.2f}" if link.score is not None else "    "
             status = ("accepted" if link.key in accepted else
                       "proposed, linked until decided" if link.key in confident and
