@@ -5,15 +5,39 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# torch's CPU build, which PyPI does not serve: wheels/index.html lists it with its hash for
+# uv.lock, and the file is linked in from TORCH_WHEEL_DIR (where this machine keeps it).
+TORCH_WHEEL := torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl
+TORCH_WHEEL_DIR ?= /opt/wheels
+# The installer, at the version uv.lock holds (the lock keeps it in the dev extra).
+UV_VERSION := $(shell awk '/^name = "uv"$$/ {getline; gsub(/[^0-9.]/, ""); print; exit}' uv.lock)
 
-.PHONY: install system-packages ocr-packages dashboard test test-fast lint
+.PHONY: install upgrade system-packages ocr-packages dashboard test test-fast lint
 
-$(STAMP): pyproject.toml
+wheels/$(TORCH_WHEEL):
+	@test -f "$(TORCH_WHEEL_DIR)/$(TORCH_WHEEL)" || { \
+	  echo "torch's CPU wheel $(TORCH_WHEEL) is not in $(TORCH_WHEEL_DIR): download it from \
+	https://download.pytorch.org/whl/cpu/torch/ and run make with TORCH_WHEEL_DIR set to its folder."; \
+	  exit 1; }
+	ln -sf "$(abspath $(TORCH_WHEEL_DIR))/$(TORCH_WHEEL)" $@
+
+# uv itself from the registry, once per environment; `uv sync` then keeps the locked copy.
+$(BIN)/uv:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# torch first and pinned: pip then takes the CPU build, never the CUDA packages.
-	$(BIN)/pip install --quiet "torch==2.13.0"
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet "uv==$(UV_VERSION)"
+
+# Exactly the lock: every package at its locked version, each file checked against its hash,
+# anything else in the environment removed. `--locked` refuses a lock that no longer matches
+# pyproject.toml instead of quietly resolving a new one.
+$(STAMP): pyproject.toml uv.lock wheels/$(TORCH_WHEEL) | $(BIN)/uv
+	$(BIN)/uv sync --locked --extra dev
 	touch $(STAMP)
+
+# Refreshes the lock on purpose (every package to the newest release pyproject.toml allows),
+# installs exactly the new lock and runs the whole suite on it.
+upgrade: wheels/$(TORCH_WHEEL) | $(BIN)/uv
+	$(BIN)/uv lock --upgrade
+	$(MAKE) test
 
 # The embedding model is loaded once here, so its ONNX export (once per model and library
 # version) is not paid by the first ingest or dashboard start.
