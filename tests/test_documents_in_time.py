@@ -183,6 +183,20 @@ def test_a_superseded_excerpt_alone_brings_in_the_current_versions_best_excerpt(
     current = sources.index("report-2024.md")
     assert current == old - 1
     assert trace.evidence[current].brought_in == trace.evidence[old].id
+    # A newer year's report arrives: the same process now brings that one in, not the
+    # version it read the last time.
+    newest_start = (TODAY - timedelta(days=434)).isoformat()
+    newest_end = (TODAY - timedelta(days=70)).isoformat()
+    write(tmp_path / "later", "report-2025.md",
+          "# SOC 2 Type II Report\n\nReport on Acme's Vault Storage System. For the period "
+          f"{newest_start} to {newest_end}.\n\nVisitor logs are kept.\n")
+    workbench.ingest_documents(VENDOR, [tmp_path / "later"])
+    trace = workbench.retrieve(VENDOR, "encryption at rest AES-256 controls operated", "precedence")
+    sources = [c.source for c in trace.evidence]
+    assert "report-2025.md" in sources
+    newest = sources.index("report-2025.md")
+    assert trace.evidence[newest].brought_in is not None
+    assert "Visitor logs" in trace.evidence[newest].text
 
 
 def test_a_file_sent_again_keeps_its_earlier_version_readable_as_superseded(workbench,

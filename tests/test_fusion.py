@@ -11,7 +11,12 @@ import numpy as np
 import pytest
 
 from core.config import Settings
-from core.retrieval.fusion import HybridSearch, ranks_of, reciprocal_rank_fusion
+from core.retrieval.fusion import (
+    HybridSearch,
+    IndexedVectorSearch,
+    ranks_of,
+    reciprocal_rank_fusion,
+)
 from core.retrieval.source import Neighbour, Query, StoredChunk
 from core.retrieval.strategies import DEFAULT_STRATEGY, STRATEGIES
 from core.workbench import Workbench
@@ -292,10 +297,12 @@ def test_the_hybrid_trace_json_carries_every_part(cve_workbench):
 @pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "hybrid"])
 def test_other_strategies_leave_the_parts_empty(cve_workbench, strategy):
     dumped = cve_workbench.retrieve("acme", CVE_CRITERION, strategy).to_json_dict()
-    assert "lexical_sync" not in dumped["timings_ms"]
+    # Only precedence reads its vector hits from the lexical index; the seeds' own
+    # strategies read ChromaDB's records, as designed.
+    assert ("lexical_sync" in dumped["timings_ms"]) == (strategy == "precedence")
     for candidate in dumped["first_stage"] + dumped["evidence"] + dumped["reranked"]:
         assert all(candidate[part] is None for part in PARTS), candidate["id"]
-    assert not (cve_workbench.settings.store / "lexical").exists()
+    assert (cve_workbench.settings.store / "lexical").exists() == (strategy == "precedence")
 
 
 def test_hybrid_is_registered_after_precedence_and_precedence_stays_the_default():
@@ -304,7 +311,9 @@ def test_hybrid_is_registered_after_precedence_and_precedence_stays_the_default(
     assert DEFAULT_STRATEGY == "precedence"
     assert STRATEGIES["hybrid"].search == "hybrid"
     assert STRATEGIES["hybrid"].run is STRATEGIES["precedence"].run
-    assert all(s.search == "vector" for name, s in STRATEGIES.items() if name != "hybrid")
+    assert STRATEGIES["precedence"].search == "vector_indexed"
+    assert all(s.search == "vector" for name, s in STRATEGIES.items()
+               if name not in ("hybrid", "precedence"))
 
 
 def test_the_command_line_prints_the_hybrid_parts(cve_workbench, monkeypatch, capsys):
@@ -385,5 +394,53 @@ def test_a_vector_hit_the_lexical_index_does_not_hold_sends_hybrid_to_the_full_r
     hybrid, in_full, read_in_full = hybrid_of(cve_workbench)
     found = hybrid.nearest(query, 10)
     assert found == in_full.nearest(query, 10)
+    assert [h.chunk.id for h in found if not h.committed] == ["acme-unfinished-0"]
+    assert len(read_in_full) == 1
+
+
+# precedence's vector search, its records read from the lexical index ---------------------
+
+def indexed_of(bench: Workbench) -> tuple[IndexedVectorSearch, object, list]:
+    """The runner's first stage for precedence, the vector search reading its records in
+    full, and the calls the first made to that full read."""
+    vendor = bench.store.open_vendor("acme")
+    generation, versions = bench.runner.committed_state(vendor)
+    evidence = bench.runner.evidence(vendor, versions)
+    full = bench.runner.evidence(vendor, versions)
+    read_in_full: list = []
+    read = evidence.nearest
+    evidence.nearest = lambda *a, **k: (read_in_full.append(a), read(*a, **k))[1]
+    return (IndexedVectorSearch(evidence, bench.runner.lexical(vendor, versions, generation)),
+            full, read_in_full)
+
+
+def test_precedence_searches_vectors_and_reads_the_hits_from_the_lexical_index(cve_workbench):
+    indexed, full, read_in_full = indexed_of(cve_workbench)
+    for text in (CVE_CRITERION, "supply chain attacks on build systems", "xz release"):
+        query = query_of(cve_workbench, text)
+        found = indexed.nearest(query, 10)
+        assert found == full.nearest(query, 10)  # the same ids, texts, metadata and scores
+        assert len(found) == 10
+    assert read_in_full == []
+    # A filtered search is the vector search's own.
+    query = query_of(cve_workbench, CVE_CRITERION)
+    where = {"source_type": "document"}
+    assert indexed.nearest(query, 5, where=where) == full.nearest(query, 5, where=where)
+    assert len(read_in_full) == 1
+    trace = cve_workbench.retrieve("acme", CVE_CRITERION, "precedence")
+    assert "lexical_sync" in trace.timings_ms
+
+
+def test_a_hit_the_lexical_index_does_not_hold_sends_precedence_to_the_full_read(
+        cve_workbench):
+    vendor = cve_workbench.store.open_vendor("acme")
+    [kept] = vendor.chunks.get(limit=1, include=["metadatas"])["metadatas"]
+    query = query_of(cve_workbench, CVE_CRITERION)
+    vendor.chunks.upsert(ids=["acme-unfinished-0"], embeddings=[query.embedding],
+                         documents=["CVE-2024-3094 patched in a version still being written."],
+                         metadatas=[{**kept, "doc_sha": "not-committed"}])
+    indexed, full, read_in_full = indexed_of(cve_workbench)
+    found = indexed.nearest(query, 10)
+    assert found == full.nearest(query, 10)
     assert [h.chunk.id for h in found if not h.committed] == ["acme-unfinished-0"]
     assert len(read_in_full) == 1

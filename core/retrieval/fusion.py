@@ -73,6 +73,11 @@ class HybridSearch:
         `lexical_n`, both under the same `where`."""
         if n <= 0:
             return []
+        if where is None and hasattr(self.vector, "nearest_ids") and hasattr(
+                self.lexical, "ranked_ids"):
+            fused = self._by_ids(query, n)
+            if fused is not None:
+                return fused
         by_ids = where is None and hasattr(self.vector, "nearest_ids") and hasattr(
             self.lexical, "committed_records")
         lexical_search = _LEXICAL_SEARCHES.submit(self.lexical.nearest, query, self.lexical_n,
@@ -114,6 +119,39 @@ class HybridSearch:
         if close is not None:
             close()
 
+    def _by_ids(self, query: Query, n: int) -> list[Neighbour] | None:
+        """The fused `n` from both lists found as ids and scores alone (the vector search
+        without the GIL, the lexical one beside it), and the records of those `n` only, read
+        from the lexical index of the same committed state: the two lists' other hits are
+        never read. None when a vector hit is not in that state as committed (an unfinished
+        ingest, a withdrawn answer, a round written since the index synced): the search runs
+        with its records read."""
+        lexical_search = _LEXICAL_SEARCHES.submit(self.lexical.ranked_ids, query, self.lexical_n)
+        try:
+            scored = self.vector.nearest_ids(query, n)
+        except BaseException:
+            lexical_search.cancel()
+            wait([lexical_search])  # nothing of this search outlives it
+            raise
+        lexical_scored = lexical_search.result()  # its error, if any, is raised here
+        if scored is None:
+            return None
+        vector_ids = [i for i, _ in scored]
+        if len(self.lexical.committed_ids(vector_ids)) < len(set(vector_ids)):
+            return None
+        lexical_ids = [i for i, _ in lexical_scored]
+        vector_scores, lexical_scores = dict(scored), dict(lexical_scored)
+        vector_ranks, lexical_ranks = ranks_of(vector_ids), ranks_of(lexical_ids)
+        chosen = list(reciprocal_rank_fusion([vector_ids, lexical_ids], self.k).items())[:n]
+        records = self.lexical.committed_records([i for i, _ in chosen])
+        if any(i not in records for i, _ in chosen):
+            return None
+        return [Neighbour(records[i], score, True,
+                          vector_rank=vector_ranks.get(i), vector_score=vector_scores.get(i),
+                          lexical_rank=lexical_ranks.get(i), lexical_score=lexical_scores.get(i),
+                          fused_score=score)
+                for i, score in chosen]
+
     def _held_by_the_index(self, query: Query, n: int, scored: list[tuple[str, float]],
                            lexical_found: list[Neighbour]) -> list[Neighbour]:
         """The vector search's hits, asked for ids alone, with the text and metadata the
@@ -124,9 +162,49 @@ class HybridSearch:
         The index keeps the store's copy: chunks by committed version, follow-ups by the
         fingerprint of their text and metadata, so a record changed in place is synced
         again before it is searched."""
-        found = {h.chunk.id: h.chunk for h in lexical_found if h.committed}
-        records = self.lexical.committed_records([i for i, _ in scored if i not in found])
-        found.update(records)
-        if any(record_id not in found for record_id, _ in scored):
-            return self.vector.nearest(query, n)
-        return [Neighbour(found[record_id], score, True) for record_id, score in scored]
+        return held_by_the_index(self.vector, self.lexical, query, n, scored, lexical_found)
+
+
+def held_by_the_index(vector: CandidateSource, lexical: CandidateSource, query: Query, n: int,
+                      scored: list[tuple[str, float]], lexical_found: Sequence[Neighbour] = ()
+                      ) -> list[Neighbour]:
+    """The vector search's `n` hits, found as ids and scores, with the text and metadata the
+    lexical index holds for them at the same committed state (those its own search just
+    returned are not read again); when the index does not hold every hit as committed, the
+    vector search runs whole."""
+    found = {h.chunk.id: h.chunk for h in lexical_found if h.committed}
+    found.update(lexical.committed_records([i for i, _ in scored if i not in found]))
+    if any(record_id not in found for record_id, _ in scored):
+        return vector.nearest(query, n)
+    return [Neighbour(found[record_id], score, True) for record_id, score in scored]
+
+
+class IndexedVectorSearch:
+    """The vector search, its hits' records read from the lexical index.
+
+    Unfiltered, ChromaDB is asked for ids and distances alone (its search, without reading or
+    converting a record), and the hits' text and metadata come from the vendor's lexical
+    index synced to the same committed state: at 100,000 chunks reading and converting 100
+    records in ChromaDB cost three times its search. The neighbours, their order and scores
+    are the vector search's own; a filtered search, or a hit the index does not hold as
+    committed, runs the vector search whole."""
+
+    name = "vector"
+
+    def __init__(self, vector: CandidateSource, lexical: CandidateSource) -> None:
+        self.vector = vector
+        self.lexical = lexical
+
+    def nearest(self, query: Query, n: int, *, where: Where | None = None) -> list[Neighbour]:
+        if n <= 0:
+            return []
+        scored = self.vector.nearest_ids(query, n) if where is None else None
+        if scored is None:
+            return self.vector.nearest(query, n, where=where)
+        return held_by_the_index(self.vector, self.lexical, query, n, scored)
+
+    def close(self) -> None:
+        """Close what the lexical index holds open (a later search opens it again)."""
+        close = getattr(self.lexical, "close", None)
+        if close is not None:
+            close()

@@ -7,11 +7,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, date, datetime
 
+import numpy as np
+
 from core.config import Settings
 from core.controls.mappings import ControlLink
 from core.encoders.rerank import Reranker
 from core.models import RerankerStatus
-from core.retrieval.fusion import HybridSearch
+from core.retrieval.fusion import HybridSearch, IndexedVectorSearch
 from core.retrieval.lexical import LexicalIndex
 from core.retrieval.links import FollowupLinks, LinkedResponses, Links
 from core.retrieval.source import CandidateSource, Query, RecordReader, StoredChunk
@@ -25,6 +27,8 @@ from core.store import (
     EvidenceStore,
     VendorEvidence,
     VendorStore,
+    Where,
+    chunk_record_id,
     committed_versions,
     is_committed,
 )
@@ -76,6 +80,10 @@ class StrategyRunner:
         self._warmed: dict[str, str] = {}  # vendor -> generation its linked records were read at
         # vendor -> (generation, day, its document versions): standing changes with the day.
         self._timelines: dict[str, tuple[str, date, dict[str, DocumentVersion]]] = {}
+        # vendor -> (generation, doc_key -> a version's committed chunks and their vectors),
+        # read for the current versions a retrieval brings in beside a superseded one
+        self._version_chunks: dict[str, tuple[str, dict[str, tuple[list[StoredChunk],
+                                                                    np.ndarray]]]] = {}
         # vendor -> (generation, its documents and series corrections), read with its versions
         self._manifests: dict[str, tuple[str, ManifestState]] = {}
         # The controls a criterion is mapped to (set by the workbench); None: none.
@@ -123,6 +131,48 @@ class StrategyRunner:
                 self._timelines[vendor.vendor_id] = (generation, today, versions)
         return versions
 
+    def version_chunks(self, vendor: VendorStore, generation: str | None,
+                       evidence: VendorEvidence, doc_key: str
+                       ) -> tuple[list[StoredChunk], np.ndarray]:
+        """One document version's committed chunks with their vectors (a row each), kept
+        until the manifest generation changes."""
+        with self._lock:
+            kept = self._version_chunks.get(vendor.vendor_id)
+            if kept is not None and generation is not None and kept[0] == generation \
+                    and doc_key in kept[1]:
+                return kept[1][doc_key]
+        chunks = self._committed_chunks(vendor, generation, evidence, doc_key)
+        read = (chunks, np.asarray([c.embedding for c in chunks], dtype=np.float32))
+        if generation is not None:
+            with self._lock:
+                kept = self._version_chunks.get(vendor.vendor_id)
+                if kept is None or kept[0] != generation:
+                    kept = (generation, {})
+                    self._version_chunks[vendor.vendor_id] = kept
+                kept[1][doc_key] = read
+        return read
+
+    def _committed_chunks(self, vendor: VendorStore, generation: str | None,
+                          evidence: VendorEvidence, doc_key: str) -> list[StoredChunk]:
+        """A document version's committed chunks with their vectors: by their ids where the
+        manifest read at this generation gives the version and its number of chunks (a
+        lookup by id), else by a metadata filter."""
+        with self._lock:
+            committed = self._committed.get(vendor.vendor_id)
+            manifest = self._manifests.get(vendor.vendor_id)
+        version = committed[1].get(doc_key) if committed and committed[0] == generation else None
+        entry = (manifest[1].documents.get(doc_key, {})
+                 if manifest and manifest[0] == generation else {})
+        if version is not None and isinstance(entry.get("chunks"), int):
+            ids = [chunk_record_id(doc_key, version, i) for i in range(entry["chunks"])]
+            chunks = [c for c in evidence.by_ids(ids, embeddings=True)
+                      if c.metadata.get("doc_key") == doc_key and evidence.is_committed(c.metadata)]
+            if len(chunks) == len(ids):
+                return chunks
+        return [c for c in evidence.by_ids(evidence.ids(Where.eq(doc_key=doc_key)),
+                                           embeddings=True)
+                if evidence.is_committed(c.metadata)]
+
     def env(self, vendor: VendorStore, generation: str | None, evidence: VendorEvidence,
             search: CandidateSource, reranker: Reranker | None,
             reranker_status: RerankerStatus) -> RetrievalEnv:
@@ -135,6 +185,8 @@ class StrategyRunner:
             read_linked=lambda ids: self.read_linked(vendor, generation, evidence, ids),
             read_answers=lambda: self.links.read(vendor, generation).answers,
             read_versions=lambda: self.document_versions(vendor, generation),
+            read_version_chunks=lambda doc_key: self.version_chunks(
+                vendor, generation, evidence, doc_key),
             read_controls=self.criterion_controls)
 
     def store_state(self, vendor_id: str | None, embedding_model: str) -> str | None:
@@ -201,9 +253,12 @@ class StrategyRunner:
         """The first stage the strategy asks for, at these committed versions."""
         if strategy.search == "vector":
             return evidence
+        if strategy.search == "vector_indexed":
+            with timings.stage("lexical_sync"):
+                return IndexedVectorSearch(evidence, self.lexical(vendor, versions, generation))
         if strategy.search != "hybrid":
-            raise ValueError(f"strategy {strategy.name!r}: search must be 'vector' or "
-                             f"'hybrid', not {strategy.search!r}")
+            raise ValueError(f"strategy {strategy.name!r}: search must be 'vector', "
+                             f"'vector_indexed' or 'hybrid', not {strategy.search!r}")
         with timings.stage("lexical_sync"):
             return self.hybrid(vendor, versions, evidence, generation)
 
@@ -244,7 +299,7 @@ class StrategyRunner:
                     result = mark_versions(env, result)
                 result = replace(result, controls=tuple(env.kept.get("controls", ())))
             finally:
-                if isinstance(search, HybridSearch):
+                if isinstance(search, HybridSearch | IndexedVectorSearch):
                     search.close()
             with timings.stage("manifest"):
                 if generation is None:

@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from core.config import Settings
 from core.controls.mappings import ControlLink
 from core.encoders.rerank import Reranker
@@ -57,6 +59,9 @@ class RetrievalEnv:
     # The vendor's document versions and their standing (kept by the runner per generation
     # and day); None: none are read, and excerpts carry no standing.
     read_versions: Callable[[], Mapping[str, DocumentVersion]] | None = None
+    # One document version's committed chunks and their vectors, a row each (kept by the
+    # runner per generation); None: a version's nearest chunk is searched for under a filter.
+    read_version_chunks: Callable[[str], tuple[list[StoredChunk], np.ndarray]] | None = None
     # The controls the query's criterion is mapped to (core/controls/mappings.py); None:
     # no mapping is read, and no answer links through a control.
     # (The flag: whether the vendor's answers are keyed by controls a proposal can reach.)

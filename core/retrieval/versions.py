@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
+import numpy as np
+
 from core.config import Settings
 from core.models import Candidate
 from core.retrieval.source import Query
@@ -65,6 +67,9 @@ class DocumentVersions:
         self.versions = versions
         self.nearest_in = nearest_in
         self._current = {v.series: key for key, v in versions.items() if v.current}
+        # doc_key -> the fields an excerpt of it carries, built once per run and shared by
+        # every excerpt of it (a candidate already carrying them is not copied again).
+        self._fields: dict[str, dict[str, Any]] = {}
 
     @classmethod
     def of(cls, env: RetrievalEnv) -> DocumentVersions:
@@ -74,6 +79,18 @@ class DocumentVersions:
             env.kept["document_versions"] = cls(versions, lambda query, doc_key: _nearest_in(
                 env, query, doc_key))
         return env.kept["document_versions"]
+
+    def fields_for(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        """What an excerpt with this metadata carries of its document's standing ({} for an
+        answer, or a document no version names)."""
+        doc_key = str(metadata.get("doc_key", ""))
+        fields = self._fields.get(doc_key)
+        if fields is None:
+            version = self.versions.get(doc_key) if doc_key else None
+            fields = ({} if version is None else
+                      {"document": version.standing(), "later_version": version.later_version})
+            self._fields[doc_key] = fields
+        return fields
 
     def version_of(self, candidate: Candidate) -> DocumentVersion | None:
         """The document version an excerpt is of; None for an answer."""
@@ -86,12 +103,12 @@ class DocumentVersions:
         document was superseded, its series' current version."""
         marked = []
         for candidate in candidates:
-            version = self.version_of(candidate)
-            if version is None:
+            fields = {} if candidate.is_followup else self.fields_for(candidate.metadata)
+            if not fields or (candidate.document is fields["document"]
+                              and candidate.later_version is fields["later_version"]):
                 marked.append(candidate)
-                continue
-            marked.append(candidate.model_copy(update={
-                "document": version.standing(), "later_version": version.later_version}))
+            else:
+                marked.append(candidate.model_copy(update=fields))
         return marked
 
     def current_key(self, version: DocumentVersion) -> str | None:
@@ -108,7 +125,6 @@ class DocumentVersions:
         marked = self.mark(excerpts)
         if not any(c.later_version is not None for c in marked):
             return marked
-        ranked = self.mark(pool)
         placed: list[Candidate] = []
         for candidate in marked:
             if any(c.id == candidate.id for c in placed):
@@ -118,8 +134,9 @@ class DocumentVersions:
             if current is not None and not any(
                     str(c.metadata.get("doc_key")) == current for c in placed):
                 best = next((c for c in marked if str(c.metadata.get("doc_key")) == current),
-                            None) or next((c for c in ranked
-                                           if str(c.metadata.get("doc_key")) == current), None)
+                            None) or next((c for c in self.mark(
+                                [c for c in pool if not c.is_followup
+                                 and str(c.metadata.get("doc_key")) == current][:1])), None)
                 if best is None:
                     best = self.nearest_in(query, current)
                     best = self.mark([best])[0] if best is not None else None
@@ -131,7 +148,17 @@ class DocumentVersions:
 
 
 def _nearest_in(env: RetrievalEnv, query: Query, doc_key: str) -> Candidate | None:
-    """The chunk of one document version nearest the query, by the vector search."""
+    """The chunk of one document version nearest the query: scored against the version's
+    vectors the runner keeps per generation where it keeps them (a version has tens to
+    hundreds of chunks, and a filtered vector search costs as much as the whole search),
+    else by the vector search under a filter."""
+    if env.read_version_chunks is not None:
+        chunks, vectors = env.read_version_chunks(doc_key)
+        if not chunks:
+            return None
+        scores = vectors @ np.asarray(query.embedding, dtype=np.float32)
+        best = int(np.argmax(scores))
+        return candidate_from_chunk(chunks[best], score=float(scores[best]))
     search = getattr(env.records, "nearest", None) or env.search.nearest
     for neighbour in search(query, 1, where=Where.eq(doc_key=doc_key)):
         if neighbour.committed:

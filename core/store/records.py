@@ -197,6 +197,11 @@ def is_committed(metadata: dict[str, Any], versions: dict[str, str]) -> bool:
     return versions.get(metadata.get("doc_key")) == metadata.get("doc_sha")
 
 
+def chunk_record_id(doc_key: str, version: str, index: int) -> str:
+    """The record id of a document version's `index`-th chunk (0 first)."""
+    return f"doc-{doc_key}-{version}-{index}"
+
+
 def version_key(doc_key: str, version: str) -> str:
     """One document version as one string: how readers and the lexical index name it."""
     return f"{doc_key}@{version}"

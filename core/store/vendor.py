@@ -382,6 +382,10 @@ class VendorEvidence:
         self._page_size = page_size
         self._batch_size = batch_size
 
+    def is_committed(self, metadata: dict[str, Any]) -> bool:
+        """Whether a record with this metadata belongs to a completed ingest."""
+        return bool(self._is_committed(metadata))
+
     def nearest(self, query: HasEmbedding, n: int, *, where: FilterInput = None
                 ) -> list[Neighbour]:
         embedding = np.asarray(query.embedding, dtype=np.float32)

@@ -309,6 +309,35 @@ class LexicalIndex:
                           True)
                 for record_id, text, metadata, rank in rows]
 
+    def ranked_ids(self, query: Query, n: int) -> list[tuple[str, float]]:
+        """(id, score) of the `n` best, unfiltered, as `nearest` ranks and scores them, with
+        no record read."""
+        expression = match_expression(query.text)
+        if expression is None or n <= 0:
+            return []
+        if not self._synced:
+            self.sync()
+        committed = self._committed
+        with self._connection() as db:
+            ranked = best_by_postings(db, str(self.path), expression, committed, n,
+                                      content=False)
+            if ranked is None:
+                ranked = best_by_fts5(db, expression, committed, n, content=False)
+        return [(record_id, -float(rank)) for record_id, rank in ranked]
+
+    def committed_ids(self, ids: Sequence[str]) -> set[str]:
+        """Those of these ids this state holds as committed, no record read."""
+        if not ids:
+            return set()
+        if not self._synced:
+            self.sync()
+        committed = self._committed
+        with self._connection() as db:
+            rows = db.execute("SELECT id, version_key FROM chunks "
+                              "WHERE id IN (SELECT value FROM json_each(?))",
+                              (json.dumps(list(ids)),)).fetchall()
+        return {record_id for record_id, version_key in rows if of_state(version_key, committed)}
+
     def committed_records(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
         """The rows of these ids that this state holds as committed (a chunk of a committed
         version, or a follow-up), as the sync copied them from the store: id -> record. An id

@@ -23,12 +23,13 @@ _METADATA_KEY = re.compile(r"[A-Za-z0-9_]+")
 
 
 def best_by_postings(db: sqlite3.Connection, path: str, expression: str, committed: set[str],
-                     n: int) -> list[tuple[str, str, str, float]] | None:
+                     n: int, *, content: bool = True
+                     ) -> list[tuple[str, str, str, float]] | list[tuple[str, float]] | None:
     """The n best rows as `best_by_fts5` finds them (the same rows, order and scores), with
     bm25() computed from the postings over the query's terms alone (`bm25_scores`), and only
     the best few read and checked against the caller's versions: the window of
     `best_by_fts5`, widened on the same terms. None when the postings cannot answer:
-    `best_by_fts5` does."""
+    `best_by_fts5` does. Without `content`: (id, rank) of each, nothing else read."""
     phrases = phrases_of(expression)
     if phrases is None:
         return None
@@ -50,11 +51,12 @@ def best_by_postings(db: sqlite3.Connection, path: str, expression: str, committ
             if exhausted or (len(best) == n and best[-1][0] < max(rank_of.values())):
                 break
             window *= 2
-        return _with_content(db, best)
+        return _with_content(db, best) if content else [(i, rank) for rank, i, _ in best]
 
 
-def best_by_fts5(db: sqlite3.Connection, expression: str, committed: set[str], n: int
-                 ) -> list[tuple[str, str, str, float]]:
+def best_by_fts5(db: sqlite3.Connection, expression: str, committed: set[str], n: int, *,
+                 content: bool = True
+                 ) -> list[tuple[str, str, str, float]] | list[tuple[str, float]]:
     """The n best rows in two steps: FTS5 ranks the matches alone (one bm25() per match,
     nothing joined), then only the best few are read and checked against the caller's
     versions. The window starts at twice n, as wide as FTS5 ranks at about the same cost:
@@ -73,7 +75,7 @@ def best_by_fts5(db: sqlite3.Connection, expression: str, committed: set[str], n
         if exhausted or (len(best) == n and best[-1][0] < ranked[-1][1]):
             break
         window *= 2
-    return _with_content(db, best)
+    return _with_content(db, best) if content else [(i, rank) for rank, i, _ in best]
 
 
 def best_filtered(db: sqlite3.Connection, expression: str, committed: set[str],

@@ -34,9 +34,11 @@ class StrategyResult:
 StrategyRun = Callable[[RetrievalEnv, Query, Timings], StrategyResult]
 
 
-# Where a strategy's first stage looks: the vector search alone, or the vector search and
-# the lexical (BM25) index fused by reciprocal rank fusion.
-SearchKind = Literal["vector", "hybrid"]
+# Where a strategy's first stage looks: the vector search alone ("vector", each hit's record
+# read from ChromaDB, as the seeds designed it; "vector_indexed", the same hits with their
+# records read from the lexical index of the same committed state), or the vector search and
+# the lexical (BM25) index fused by reciprocal rank fusion ("hybrid").
+SearchKind = Literal["vector", "vector_indexed", "hybrid"]
 
 
 @dataclass(frozen=True)

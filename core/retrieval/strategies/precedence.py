@@ -108,6 +108,7 @@ STRATEGY = Strategy(
             "linked to a typo of the criterion as low tier; "
             "search 100, rerank top 70, follow-up documents boosted, top 6; follow-ups last",
     run=run,
+    search="vector_indexed",
     leads_with_current_answer=True,
     followups_first=True,
 )
