@@ -37,6 +37,8 @@ ISO2013_FRAMEWORK = "ISO/IEC 27001:2013"
 FRAMEWORKS = {"800-53": NIST_FRAMEWORK, "iso27001-2013": ISO2013_FRAMEWORK}
 # Proposals kept and shown per criterion.
 PROPOSALS_SHOWN = 5
+# Criteria whose confident proposals a process keeps (the oldest asked go first).
+CONFIDENT_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,12 @@ class CriteriaControls:
         self.store = store
         self.proposer = proposer
         self._lock = threading.Lock()
+        # The kept lists as last read, and the (id, when changed) of each record they were
+        # read at: a retrieval reads the lists' metadata alone while they are unchanged.
+        self._kept: tuple[tuple[tuple[str, str], ...], list[Any]] | None = None
+        # (criterion text, its vector) -> the ranking's confident proposals (the catalog and
+        # the model are the process's, so one text's ranking never changes in it).
+        self._confident: dict[tuple[str, bytes | None], tuple[ControlLink, ...]] = {}
 
     # Proposals ---------------------------------------------------------------------------
 
@@ -219,12 +227,22 @@ class CriteriaControls:
         records = self._records()
         if records is None:
             return []
-        found = []
-        for _id, text, meta in records.all():
+        stamp = tuple(sorted((record_id, str(meta.get("updated_at") or ""))
+                             for record_id, meta in records.metadata()))
+        kept = self._kept
+        if kept is not None and kept[0] == stamp:
+            return [(name, when, [replace(item) for item in items])
+                    for name, when, items in kept[1]]
+        found, read = [], []
+        for record_id, text, meta in records.all():
             items = [CriterionMapping.from_json(i) for i in json.loads(text or "[]")]
             found.append((str(meta.get("name") or ""), str(meta.get("updated_at") or ""),
                           items))
-        return sorted(found, key=lambda f: f[1], reverse=True)
+            read.append((record_id, str(meta.get("updated_at") or "")))
+        found.sort(key=lambda f: f[1], reverse=True)
+        self._kept = (tuple(sorted(read)), [(name, when, [replace(item) for item in items])
+                                            for name, when, items in found])
+        return found
 
     def keep(self, name: str, mappings: Sequence[CriterionMapping]) -> None:
         """Keep a list's mappings in the store (replacing the list's earlier ones)."""
@@ -326,7 +344,16 @@ class CriteriaControls:
             return kept.in_use()
         if not proposable:
             return ()
-        return tuple(link for link, confident in self.propose(text, embedding) if confident)
+        key = (text, None if embedding is None else np.asarray(embedding).tobytes())
+        with self._lock:
+            found = self._confident.get(key)
+        if found is None:
+            found = tuple(link for link, confident in self.propose(text, embedding) if confident)
+            with self._lock:
+                self._confident[key] = found
+                while len(self._confident) > CONFIDENT_KEPT:
+                    self._confident.pop(next(iter(self._confident)))
+        return found
 
 
 

@@ -22,6 +22,12 @@ class TextRecords:
                 for record_id, text, meta in zip(found["ids"], found["documents"],
                                                  found["metadatas"], strict=True)]
 
+    def metadata(self) -> list[tuple[str, dict[str, Any]]]:
+        """(id, metadata) of every record kept, without its text."""
+        found = get_all(self.collection, include=["metadatas"])
+        return [(record_id, dict(meta or {}))
+                for record_id, meta in zip(found["ids"], found["metadatas"], strict=True)]
+
     def add(self, record_id: str, text: str, metadata: dict[str, Any]) -> None:
         """One add: the record is kept whole or not at all, beside every earlier one."""
         writes.apply(self.collection, "add", ids=[record_id], documents=[text],
