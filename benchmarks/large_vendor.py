@@ -37,7 +37,13 @@ from programme import Server  # noqa: E402
 
 import core.bench.run as bench_run  # noqa: E402
 from core.bench.corpus import generate_corpus  # noqa: E402
-from core.bench.run import DEFAULT_SEED, FLOOR, _time_ingest, retrieve_all  # noqa: E402
+from core.bench.run import (  # noqa: E402
+    DEFAULT_SEED,
+    FLOOR,
+    _time_ingest,
+    keep_criteria_controls,
+    retrieve_all,
+)
 from core.bench.words import HashedWordsEmbedder  # noqa: E402
 from core.config import BENCHMARK_RESULTS_DIR, Settings  # noqa: E402
 from core.retrieval.strategies import STRATEGIES  # noqa: E402
@@ -65,6 +71,7 @@ def measure(chunks: int, queries: int, server: Server | None, root: Path,
                  [(doc_type, number, folder) for (doc_type, number), folder in folders.items()],
                  corpus.payloads, 0, lambda *_: None)
     build_s = time.perf_counter() - began
+    keep_criteria_controls(workbench, corpus.criteria_controls())  # as `evidence bench` does
     if not model_queries:
         # The retrieval embeds each query with the words embedder the store was written with.
         bench_run.runtime_embedder = lambda _settings: HashedWordsEmbedder(DIMENSIONS)

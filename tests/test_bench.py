@@ -6,20 +6,29 @@ from __future__ import annotations
 import io
 import json
 import statistics
+from collections import Counter, defaultdict
+from datetime import date
 
 import pytest
 
 from core.bench.corpus import MAX_QUERIES, generate_corpus
 from core.bench.results import crowding_curve, load_results, parse_result
-from core.bench.run import BenchResult, format_table
+from core.bench.run import BenchResult, _summarise, format_table, ingest_all, retrieve_all
+from core.bench.vocabulary import DOMAIN_CONTROLS
 from core.cli import main
 from core.config import Settings
+from core.controls.ids import parse_control_id
 from core.hashing import criterion_hash
 from core.ingest.documents import DocumentFile, prepare_document
-from core.outputs.quality import percentile
+from core.outputs.quality import ids_in_context, percentile
 from core.retrieval.strategies import STRATEGIES
+from core.timeline.reading import read_facts
+from core.timeline.series import StoredDocument, timeline
 from core.workbench import Workbench
 from tests.fakes import FakeEmbedder, FakeReranker
+
+SUPERSEDED = ["soc2_type2_report_2023.txt", "soc2_type2_report_2024.txt",
+              "information_security_policy_v3.txt", "iso27001_certificate_2022.txt"]
 
 
 def test_the_same_seed_gives_the_same_corpus_and_another_seed_another():
@@ -100,6 +109,162 @@ def test_planted_ids_are_the_ids_the_ingest_stores(tmp_path):
     for query in corpus.queries:
         stored = {h.id for h in bench.linked_followups(corpus.vendor_id, query.criterion)}
         assert stored == {p.record_id for p in query.planted}
+
+
+def test_the_criteria_and_their_answers_are_those_the_recorded_runs_asked():
+    corpus = generate_corpus(1000, 50)
+
+    # benchmarks/README.md: the 50 criteria of every recorded size, 121 expected answers.
+    assert corpus.criteria_digest() == "832bcbe80ac72570"
+    assert sum(len(q.expected_ids(3)) for q in corpus.queries) == 121
+
+
+@pytest.mark.parametrize("chunks", [100, 300, 3000])
+def test_documents_in_versions_are_part_of_the_chunks_asked_for(chunks):
+    corpus = generate_corpus(chunks, 5)
+    series = Counter(d.series for d in corpus.documents if d.series)
+
+    assert corpus.chunks == chunks
+    assert series == {"soc2-type2-report": 3, "information-security-policy": 2,
+                      "iso27001-certificate": 2}
+    assert corpus.superseded_documents == SUPERSEDED
+
+
+def test_what_each_document_states_of_itself_supersedes_exactly_the_older_versions():
+    corpus = generate_corpus(3000, 5)
+    stored = [StoredDocument(doc_key=d.name, source=d.name, type=d.doc_type,
+                             received_at="2026-01-05T10:00:00+00:00",
+                             facts=read_facts([d.text], source=d.name))
+              for d in corpus.documents]
+
+    versions = timeline(stored, today=date(2026, 1, 6))
+
+    assert sorted(k for k, v in versions.items() if not v.current) == sorted(SUPERSEDED)
+    # A series each for the report, the policy and the certificate; the vendor's other
+    # documents state no date or version, so each is a series of its own.
+    assert sorted(n for n in Counter(v.series for v in versions.values()).values()
+                  if n > 1) == [2, 2, 3]
+    by_name = {v.source: v for v in versions.values()}
+    assert (by_name["soc2_type2_report_2024.txt"].date,
+            by_name["information_security_policy_v3.txt"].version,
+            by_name["iso27001_certificate_2022.txt"].valid_until) == (
+        "2024-12-31", "3", "2025-03-13")
+    assert by_name["soc2_type2_report_2023.txt"].later_version.source == (
+        "soc2_type2_report_2025.txt")
+
+
+def test_the_control_matrix_answers_by_800_53_ids_and_every_criterion_has_a_control():
+    corpus = generate_corpus(300, 40)
+    matrix = [(p["round_number"], r) for p in corpus.payloads for r in p["responses"]
+              if "questionnaire_id" in r]
+
+    assert len(matrix) == len(corpus.control_answers) > 0
+    rounds: defaultdict[str, set[int]] = defaultdict(set)
+    for round_number, response in matrix:
+        # Linked to no criterion: only a criterion mapped to its control links it.
+        assert "criterion_question_text" not in response
+        ref = parse_control_id(response["questionnaire_id"])
+        assert ref is not None and ref.key.startswith("sp800-53:")
+        assert response["question_text"] == f"{ref.id} {ref.title}"
+        rounds[ref.id].add(round_number)
+    assert set().union(*rounds.values()) == {2, 4}
+    assert any(len(found) == 2 for found in rounds.values())  # answered again in round 4
+    table = {control for controls in DOMAIN_CONTROLS.values() for control in controls}
+    assert all(len(q.controls) == 1 and q.controls[0] in table for q in corpus.queries)
+    assert sum(q.controls[0] in rounds for q in corpus.queries) >= len(corpus.queries) // 2
+
+
+@pytest.fixture(scope="module")
+def bench_store(tmp_path_factory, controls_cache):
+    """A bench store of 300 chunks and 12 criteria, ingested as `evidence bench`'s ingesting
+    process does (the criteria's controls kept after), with the words embedder."""
+    corpus = generate_corpus(300, 12)
+    root = tmp_path_factory.mktemp("bench-store")
+    settings = Settings(store=root / "store", lexical_dir=root / "lexical",
+                        reranker_cache_dir=root / "no-models", controls_cache_dir=controls_cache,
+                        chroma_host=None, llm_base_url=None, llm_model=None)
+    folders = corpus.write_documents(root / "corpus")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("core.bench.run.runtime_embedder", lambda _settings: FakeEmbedder())
+        ingest_all(settings.model_dump(mode="json"), corpus.vendor_id,
+                   [(doc_type, number, str(folder)) for (doc_type, number), folder
+                    in folders.items()],
+                   corpus.payloads, len(corpus.texts()), [],
+                   (corpus.chunks, corpus.followup_responses), lambda *_: None,
+                   corpus.criteria_controls())
+    return corpus, settings
+
+
+def test_the_bench_retrieves_with_versions_and_control_links_in_the_store(bench_store,
+                                                                          monkeypatch):
+    corpus, settings = bench_store
+    monkeypatch.setattr("core.bench.run.runtime_embedder", lambda _settings: FakeEmbedder())
+
+    measured = retrieve_all(settings.model_dump(mode="json"), corpus.vendor_id,
+                            [(q.criterion, q.expected_ids(settings.max_followup_rounds))
+                             for q in corpus.queries], list(STRATEGIES), lambda *_: None)
+    result = _summarise(corpus, 1, len(corpus.texts()), 1.0,
+                        {"ingest_s": 1.0, "encode_s": None, "runtime": "torch",
+                         "embedding_model": "fake-bag-of-words", "peak_rss_mb": 1.0},
+                        measured, 1.0, {})
+
+    assert (result.superseded_documents, result.versioned_series, result.control_keyed_answers,
+            result.mapped_criteria) == (4, 3, len(corpus.control_answers), 12)
+    for path in ("precedence", "hybrid", "ask"):
+        assert result.linked_in_context[path] == 1.0  # the ground truth is whole
+        assert result.control_linked_contexts[path] > 0
+        assert {"control_fetch", "later_versions"} <= set(result.stage_ms_p50[path])
+    # The seeds' designs have no control tier.
+    assert all(result.control_linked_contexts[s] == 0
+               for s in ("semantic", "hash_extraction", "doc_boost", "tiered"))
+    # Every excerpt of a superseded version is labelled so, whichever design found it.
+    assert result.superseded_marked == result.superseded_excerpts
+    assert all(result.superseded_with_current[s] <= result.superseded_excerpts[s]
+               for s in result.superseded_excerpts)
+    table = format_table(result)
+    assert "4 superseded documents in 3 series" in table
+    assert "12 of the 12 criteria mapped to controls" in table
+
+
+def test_the_control_tier_and_the_versions_run_on_the_bench_store(bench_store):
+    corpus, settings = bench_store
+    bench = Workbench(settings, embedder=FakeEmbedder())
+    matrix = {a.record_id: a for a in corpus.control_answers}
+
+    linked = []
+    for query in corpus.queries:
+        trace = bench.retrieve(corpus.vendor_id, query.criterion, "precedence")
+        assert [c.id for c in trace.controls] == list(query.controls)
+        assert set(query.expected_ids(settings.max_followup_rounds)) <= ids_in_context(trace)
+        linked += [(query, f) for f in trace.followups if f.tier == "control"]
+    assert linked
+    for query, followup in linked:
+        answer = matrix[followup.id]
+        assert followup.linked_by_control.id == answer.control == query.controls[0]
+        # The control's newest round: an earlier round's answer to it is dropped.
+        assert answer.round_number == max(a.round_number for a in corpus.control_answers
+                                          if a.control == answer.control)
+
+    # Questions the documents in versions answer: each excerpt of a superseded version is
+    # labelled with its series' current version, whose excerpt stands ahead of it.
+    for question, current in (
+            ("Does the vendor have a current SOC 2 Type II report?",
+             "soc2_type2_report_2025.txt"),
+            ("Is the vendor's information security management system certified to "
+             "ISO/IEC 27001?", "iso27001_certificate_2025.txt")):
+        for strategy in ("precedence", "hybrid"):
+            trace = bench.retrieve(corpus.vendor_id, question, strategy)
+            sources = [e.source for e in trace.evidence]
+            marked = [e for e in trace.evidence if e.later_version is not None]
+            assert marked and {e.source for e in marked} <= set(SUPERSEDED)
+            for excerpt in marked:
+                assert excerpt.later_version.source == current
+                assert sources.index(current) < sources.index(excerpt.source)
+        turn = bench.ask(corpus.vendor_id, question)
+        shown = [e.source for e in turn.answer_evidence]
+        assert any(e.later_version is not None for e in turn.answer_evidence)
+        assert all(shown.index(current) < shown.index(e.source)
+                   for e in turn.answer_evidence if e.later_version is not None)
 
 
 def test_percentile_interpolates_between_ranks():

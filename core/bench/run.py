@@ -6,7 +6,12 @@ sentence-transformers' own encode (torch) is the reference every run is measured
 the configured embedding runtime's encode, the ingest and the retrieval run on that runtime.
 The ingest and the retrieval each run in a fresh process, so that each one's peak memory is
 what a process that only ingests (`evidence ingest`) or only retrieves (the dashboard,
-`evidence retrieve`) needs, not what the step before it left behind."""
+`evidence retrieve`) needs, not what the step before it left behind.
+
+The store holds what adds lookups to every retrieval (`core/bench/corpus.py`): documents in
+versions, answers keyed by controls, and the criteria's controls kept as accepted mappings.
+The result says how many of each the retrieval ran with, and per strategy how often a
+context held an answer linked through a control and an excerpt of a superseded document."""
 
 from __future__ import annotations
 
@@ -20,11 +25,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from core.bench.corpus import DEFAULT_SEED, MAX_QUERIES, Corpus, generate_corpus
 from core.config import Settings
@@ -51,6 +57,8 @@ ENCODE_SAMPLE = 10_000
 # Texts per timed encode call (and per progress step).
 ENCODE_STEP = 2048
 WARM_UP_CRITERION = "Does the vendor publish a security contact for vulnerability reports?"
+# The name the criteria's controls are kept under, as `evidence criteria map` keeps a list's.
+CRITERIA_LIST = "evidence bench criteria"
 
 
 class BenchResult(BaseModel):
@@ -87,6 +95,22 @@ class BenchResult(BaseModel):
     linked_in_context: dict[str, float]
     linked_reached: dict[str, int]
     linked_expected: int
+    # What the store held that adds lookups to every retrieval (None in a result recorded
+    # before the corpus held it): document versions a newer one superseded (in how many
+    # series), answers keyed by a control, and criteria asked that are mapped to a control.
+    superseded_documents: int | None = None
+    versioned_series: int | None = None
+    control_keyed_answers: int | None = None
+    mapped_criteria: int | None = None
+    # Per strategy and ask turn, over every criterion: the contexts that held an answer
+    # linked through a mapped control; the excerpts of superseded documents in the contexts
+    # (for a turn, its answer's and suggestions' excerpts), how many of those were labelled
+    # superseded, and how many had an excerpt of their series' current version beside them
+    # (which `precedence`, `hybrid` and `ask` bring in).
+    control_linked_contexts: dict[str, int] = Field(default_factory=dict)
+    superseded_excerpts: dict[str, int] = Field(default_factory=dict)
+    superseded_marked: dict[str, int] = Field(default_factory=dict)
+    superseded_with_current: dict[str, int] = Field(default_factory=dict)
     peak_rss_mb: float  # the retrieving process
     ingest_peak_rss_mb: float  # the ingesting process, from its model loaded to its commit
     store_mb: float
@@ -146,6 +170,7 @@ def run_bench(chunks: int = 10_000, queries: int = 50, *, seed: int = DEFAULT_SE
                         for (doc_type, round_number), folder in folders.items()],
             "payloads": corpus.payloads, "texts": len(texts), "sample": sample,
             "expected": [corpus.chunks, corpus.followup_responses],
+            "criteria_controls": corpus.criteria_controls(),
         }, report)
         if ingested["encode_s"] is not None:
             phases["encode_runtime"] = ingested["encode_s"]
@@ -237,6 +262,58 @@ def _time_ingest(workbench: Workbench, vendor_id: str, folders: list[tuple[str, 
     return elapsed
 
 
+def keep_criteria_controls(workbench: Workbench,
+                           criteria_controls: Sequence[tuple[str, Sequence[str]]]) -> int:
+    """Keep each criterion's controls in the store as accepted mappings, as `evidence
+    criteria map` keeps those a criteria file's `controls` column gives: every retrieval of
+    the criterion then links the answers keyed by them. The criteria mapped."""
+    from core.controls.mappings import CriterionMapping, parse_controls
+    from core.hashing import canonical_criterion_hash
+
+    mappings = [CriterionMapping(criterion, canonical_criterion_hash(criterion), decided=True,
+                                 accepted=list(parse_controls(";".join(controls),
+                                                              criterion[:60])))
+                for criterion, controls in criteria_controls if controls]
+    if mappings:
+        workbench.controls.keep(CRITERIA_LIST, mappings)
+    return len(mappings)
+
+
+def store_links(workbench: Workbench, vendor_id: str, criteria: list[str]
+                ) -> tuple[dict[str, int], frozenset[str]]:
+    """What the vendor's store holds that adds lookups to a retrieval: its superseded
+    document versions and the series they are in, its answers keyed by a known framework's
+    control, and how many of the criteria are mapped to a control; with the sources of the
+    superseded versions."""
+    from core.retrieval.links import AnswerIndex
+    from core.retrieval.versions import read_timeline
+    from core.store import followup_link
+
+    vendor = workbench.store.open_vendor(vendor_id)
+    versions = read_timeline(workbench.settings, vendor).values()
+    superseded = frozenset(v.source for v in versions if not v.current)
+    series = {v.series for v in versions if not v.current}
+    answers = AnswerIndex({i: followup_link(m) for i, m in vendor.links().items()})
+    mapped = sum(bool(workbench.controls.for_query(c, None, proposable=False))
+                 for c in criteria)
+    return {"superseded_documents": len(superseded), "versioned_series": len(series),
+            "control_keyed_answers": len(answers.control_of), "mapped_criteria": mapped
+            }, superseded
+
+
+def links_shown(followups: list[Any], excerpts: list[Any], superseded: frozenset[str]
+                ) -> dict[str, Any]:
+    """What one context shows of the links: whether an answer linked through a control is
+    among its follow-ups; its excerpts of superseded documents, those of them labelled
+    superseded, and those with an excerpt of their series' current version beside them."""
+    old = [e for e in excerpts if e.source in superseded]
+    sources = {e.source for e in excerpts}
+    return {"control_linked": any(f.tier == "control" for f in followups),
+            "superseded": len(old), "marked": sum(e.later_version is not None for e in old),
+            "with_current": sum(e.later_version is not None and e.later_version.source in sources
+                                for e in old)}
+
+
 def _peak_rss_mb() -> float:
     """This process's peak resident memory. Linux's VmHWM starts afresh when a process
     execs; ru_maxrss would also count the memory of the parent this process was forked from."""
@@ -292,10 +369,11 @@ def _run_worker(job: dict[str, Any], report: Progress) -> dict[str, Any]:
 
 def ingest_all(settings_data: dict[str, Any], vendor_id: str,
                folders: list[tuple[str, int | None, str]], payloads: list[dict], texts: int,
-               sample: list[str], expected: tuple[int, int], progress: Progress
-               ) -> dict[str, Any]:
+               sample: list[str], expected: tuple[int, int], progress: Progress,
+               criteria_controls: Sequence[tuple[str, list[str]]] = ()) -> dict[str, Any]:
     """Time the runtime's encode (unless it is torch, which the parent timed) and the ingest
-    on the configured runtime; runs in the worker process."""
+    on the configured runtime, then keep the criteria's controls (untimed); runs in the
+    worker process."""
     from core.ingest.documents import make_splitter
     from core.workbench import Workbench
 
@@ -322,6 +400,7 @@ def ingest_all(settings_data: dict[str, Any], vendor_id: str,
             f"The benchmark store holds {status.chunks} chunks and "
             f"{status.followup_responses} responses, not the {expected[0]} and "
             f"{expected[1]} generated.")
+    keep_criteria_controls(workbench, criteria_controls)
     return {"ingest_s": ingest_s, "encode_s": encode_s, "runtime": runtime,
             "embedding_model": embedder.name, "peak_rss_mb": peak}
 
@@ -336,6 +415,7 @@ def retrieve_all(settings_data: dict[str, Any], vendor_id: str,
     settings = Settings(**settings_data)
     workbench = Workbench(settings, embedder=runtime_embedder(settings))
     vendor = workbench.store.open_vendor(vendor_id)
+    links, superseded = store_links(workbench, vendor_id, [c for c, _ in queries])
 
     def floor(criterion: str) -> float:
         began = time.perf_counter()
@@ -361,8 +441,8 @@ def retrieve_all(settings_data: dict[str, Any], vendor_id: str,
                 runs[FLOOR].append({"ms": floor(criterion)})
             elif name == ASK:
                 first, continued = _ask_turns(workbench, vendor_id, criterion)
-                runs[ASK].append(_ask_run(first, expected, reranked))
-                runs[ASK_CONTINUATION].append(_ask_run(continued, None, reranked))
+                runs[ASK].append(_ask_run(first, expected, reranked, superseded))
+                runs[ASK_CONTINUATION].append(_ask_run(continued, None, reranked, superseded))
             else:
                 workbench.forget_query_embeddings()  # every strategy embeds the query itself
                 began = time.perf_counter()
@@ -375,9 +455,11 @@ def retrieve_all(settings_data: dict[str, Any], vendor_id: str,
                     "reached": len(set(expected) & in_context), "expected": len(expected),
                     "rerank_model_ms": trace.timings_ms.get("rerank", 0.0)
                     if trace.reranker.ran else 0.0,
+                    **links_shown(trace.followups, trace.evidence, superseded),
                 })
         progress("retrieving", index + 1, len(queries))
-    return {"runs": runs, "reranker": reranker, "peak_rss_mb": _peak_rss_mb()}
+    return {"runs": runs, "reranker": reranker, "peak_rss_mb": _peak_rss_mb(),
+            "store": links}
 
 
 def _ask_turns(workbench: Workbench, vendor_id: str, criterion: str
@@ -397,14 +479,17 @@ def _ask_turns(workbench: Workbench, vendor_id: str, criterion: str
 
 
 def _ask_run(timed: tuple[Any, float], expected: list[str] | None,
-             reranked: bool) -> dict[str, Any]:
-    """One ask turn as a run: its stages with the turn's storing as `save`, and, for a
-    turn that asks the criterion, the expected follow-ups its answer cites."""
+             reranked: bool, superseded: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """One ask turn as a run: its stages with the turn's storing as `save`, what it shows
+    of the links, and, for a turn that asks the criterion, the expected follow-ups its
+    answer cites."""
     turn, elapsed = timed
     stages = {**turn.timings_ms, "save": max(0.0, elapsed - turn.timings_ms.get("total", 0.0))}
     run: dict[str, Any] = {
         "ms": elapsed, "stages": stages,
-        "rerank_model_ms": turn.timings_ms.get("rerank", 0.0) if reranked else 0.0}
+        "rerank_model_ms": turn.timings_ms.get("rerank", 0.0) if reranked else 0.0,
+        **links_shown(turn.followups, [*turn.answer_evidence, *turn.suggestion_evidence],
+                      superseded)}
     if expected is not None:
         run["reached"] = len(set(expected) & set(turn.cited_ids))
         run["expected"] = len(expected)
@@ -437,6 +522,7 @@ def _summarise(corpus: Corpus, encoded: int, texts: int, encode_s: float,
     runtime_rate = (encoded / ingested["encode_s"] if ingested["encode_s"] is not None
                     else encode_rate)
     ingest_rate = texts / ingested["ingest_s"]
+    store = measured.get("store") or {}
     return BenchResult(
         chunks=corpus.chunks, queries=len(corpus.queries),
         followup_responses=corpus.followup_responses, seed=corpus.seed,
@@ -452,6 +538,16 @@ def _summarise(corpus: Corpus, encoded: int, texts: int, encode_s: float,
         linked_in_context={s: round(reached[s] / expected, 4) if expected else 1.0
                            for s in linked},
         linked_reached=reached, linked_expected=expected,
+        superseded_documents=store.get("superseded_documents"),
+        versioned_series=store.get("versioned_series"),
+        control_keyed_answers=store.get("control_keyed_answers"),
+        mapped_criteria=store.get("mapped_criteria"),
+        control_linked_contexts={s: sum(bool(r.get("control_linked")) for r in runs[s])
+                                 for s in names},
+        superseded_excerpts={s: sum(r.get("superseded", 0) for r in runs[s]) for s in names},
+        superseded_marked={s: sum(r.get("marked", 0) for r in runs[s]) for s in names},
+        superseded_with_current={s: sum(r.get("with_current", 0) for r in runs[s])
+                                 for s in names},
         peak_rss_mb=round(measured["peak_rss_mb"], 1),
         ingest_peak_rss_mb=round(ingested["peak_rss_mb"], 1),
         store_mb=round(store_mb, 1), phase_s={k: round(v, 1) for k, v in phases.items()},
@@ -512,6 +608,29 @@ def format_table(result: BenchResult) -> str:
             f"  {ASK}: a new conversation's first turn asking the criterion, no language "
             "model, stored;",
             f"  {ASK_CONTINUATION}: \"{CONTINUATION_QUESTION}\" next in that conversation.",
+        ]
+    if r.superseded_documents is not None:
+        lines += [
+            "",
+            f"  {'in the store':<16}{r.superseded_documents} superseded documents in "
+            f"{r.versioned_series} series, {r.control_keyed_answers} answers keyed by a "
+            "control,",
+            f"  {'':<16}{r.mapped_criteria} of the {r.queries} criteria mapped to controls",
+            "",
+            f"  {'strategy':<18}{'control-linked':>16}{'superseded':>12}{'marked':>8}"
+            f"{'with current':>14}",
+        ]
+        for name in r.retrieve_ms_p50:
+            linked = f"{r.control_linked_contexts.get(name, 0)}/{r.queries}"
+            lines.append(f"  {name:<18}{linked:>16}{r.superseded_excerpts.get(name, 0):>12}"
+                         f"{r.superseded_marked.get(name, 0):>8}"
+                         f"{r.superseded_with_current.get(name, 0):>14}")
+        lines += [
+            "",
+            "  control-linked: contexts holding an answer linked through a mapped control;",
+            "  superseded: excerpts of superseded documents in the contexts, marked: those",
+            "  labelled superseded, with current: those with their series' current version",
+            "  in the same context.",
         ]
     lines += [
         "",

@@ -440,3 +440,99 @@ AD_HOC_QUESTIONS = (
     "What is the renewal date of the current agreement",
     "Can you share the organisation chart of the security team",
 )
+
+# The NIST SP 800-53 control each domain's criteria are mapped to, in the order of the
+# domain's criteria: every scope of a criterion is mapped to its control, and the control
+# matrix answers the controls by these ids.
+DOMAIN_CONTROLS: dict[str, tuple[str, ...]] = {
+    "encryption_at_rest": ("SC-28", "SC-12"),
+    "encryption_in_transit": ("SC-8", "IA-9"),
+    "mfa": ("IA-2(1)", "AC-2(9)"),
+    "access_review": ("AC-6(7)", "PS-4"),
+    "logging": ("AU-11", "SI-4"),
+    "pentest": ("CA-8", "CA-5"),
+    "incident_response": ("IR-8", "IR-6"),
+    "backup": ("CP-9(1)", "CP-9"),
+    "vulnerability": ("SI-2", "RA-5"),
+    "training": ("AT-2", "AT-2(1)"),
+    "subprocessors": ("SR-6", "SR-8"),
+    "change_management": ("CM-3", "CM-5"),
+    "business_continuity": ("CP-4", "CP-2"),
+    "data_retention": ("SI-12(3)", "MP-6"),
+    "secure_development": ("SA-11(1)", "IA-5(7)"),
+    "physical_security": ("PE-3", "SA-9"),
+}
+
+# How a vendor's control matrix states a control's implementation.
+CONTROL_ANSWERS = (
+    "Implemented.", "Implemented by the vendor for all customer environments.",
+    "Partially implemented; the remaining systems are scheduled for next quarter.",
+    "Inherited from the hosting provider.", "Shared: the customer configures its part.",
+    "Implemented and tested in the last assessment.", "Planned.",
+)
+
+# The kinds of a vendor's own documents and the word their titles end with: each reads as a
+# policy of its own (none states a date or a version, so none is another's version).
+DOCUMENT_KINDS = (
+    ("policy", "Policy"), ("standard", "Standard"), ("procedure", "Procedure"),
+    ("guidelines", "Guidelines"), ("program_overview", "Program Overview"),
+)
+# What a document's title calls its domain where the domain's own title names a kind of
+# attestation ("Penetration testing Policy" would be read as a test report).
+DOCUMENT_SUBJECTS = {"pentest": "Security Testing"}
+# The document control lines under a policy's title. With the title they are the first six
+# short lines of the document, where its reading looks for what the document is: no line of
+# a later section stands among them.
+DOCUMENT_CONTROL = (
+    "Document owner: {role}", "Classification: Internal",
+    "Applies to: {system} and the teams that run it", "Approval: the Risk Committee",
+    "Status: in force",
+)
+
+# The documents the vendor sends in versions: an auditor's report each year, a policy in
+# numbered versions, a certificate issued again when the last one ran out.
+AUDITOR = "Northgate Assurance LLP"
+CERTIFICATION_BODY = "Northgate Certification Services Ltd"
+REPORT_YEARS = (2023, 2024, 2025)
+POLICY_VERSIONS = (("3", "March 1, 2023"), ("4", "March 1, 2025"))
+POLICY_OWNER = "the Chief Information Security Officer"
+# How a new version of the policy says it changed a section ({{...}} a filler).
+POLICY_CHANGE = "Changed in version {version}: the requirement now also covers {{system}}."
+# (the standard's edition, issued, valid until, certificate number)
+CERTIFICATES = (
+    ("2013", "March 14, 2022", "March 13, 2025", "BV-ISMS-0417"),
+    ("2022", "March 14, 2025", "March 13, 2028", "BV-ISMS-0982"),
+)
+
+REPORT_OPENING = (
+    "To the Management of Benchmark Vendor: we have examined the description of the "
+    "controls that operate the platform and the suitability of their design and operating "
+    "effectiveness.",
+    "Management is responsible for the description, for identifying the risks that threaten "
+    "its service commitments, and for designing and operating effective controls.",
+    "Our examination was conducted in accordance with attestation standards established by "
+    "the AICPA and included tests of the operating effectiveness of the controls.",
+    "In our opinion, in all material respects, the controls stated in the description "
+    "operated effectively throughout the period under examination.",
+    "Complementary user entity controls are listed in section 5 and are the customer's to "
+    "operate.",
+)
+REPORT_TESTS = (
+    "The service auditor inspected a sample of records in {tool} and observed the control "
+    "in operation; no exceptions noted.",
+    "The service auditor inquired of {role} and inspected the evidence retained for the "
+    "period; no exceptions noted.",
+    "The service auditor reperformed the control for a sample of {system}; no exceptions "
+    "noted.",
+)
+POLICY_OPENING = (
+    "Purpose. This policy states the security requirements that every team of Benchmark "
+    "Vendor follows and the standards that detail them.",
+    "Each requirement below names the standard or procedure that details it and the role "
+    "that owns it.",
+    "It applies to every employee and contractor and to every system that stores or "
+    "processes customer data.",
+    "Exceptions are requested from {role} and recorded in {tool} with an expiry date.",
+    "Breaches of this policy are handled under the disciplinary procedure.",
+    "The policy is reviewed {freq} by {role} and approved by the Risk Committee.",
+)

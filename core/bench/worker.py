@@ -20,7 +20,8 @@ def run_job(job: dict[str, Any], emit: Callable[[dict], None]) -> dict[str, Any]
     if job["kind"] == "ingest":
         return ingest_all(job["settings"], job["vendor_id"],
                           [tuple(f) for f in job["folders"]], job["payloads"], job["texts"],
-                          job["sample"], tuple(job["expected"]), progress)
+                          job["sample"], tuple(job["expected"]), progress,
+                          [(c, list(ids)) for c, ids in job.get("criteria_controls", [])])
     return retrieve_all(job["settings"], job["vendor_id"], [tuple(q) for q in job["queries"]],
                         job["strategies"], progress)
 
