@@ -37,7 +37,8 @@ class Services:
     store: EvidenceStore
     runner: StrategyRunner
     embedder: Callable[[], Embedder]
-    embed_query: Callable[[str], np.ndarray]
+    # A query's vector, cached; texts given after it are embedded in the same model call.
+    embed_query: Callable[..., np.ndarray]
     reranker: Callable[[], tuple[Reranker | None, RerankerStatus]]
 
 

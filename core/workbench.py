@@ -95,9 +95,9 @@ class Workbench:
         return Workbench(settings, embedder=self.embedder, reranker=reranker,
                          reranker_status=status)
 
-    def embed_query(self, text: str) -> np.ndarray:
-        """The query embedding, cached: the same criterion is embedded once per process."""
-        return self._queries.get(text)
+    def embed_query(self, text: str, also: Sequence[str] = ()) -> np.ndarray:
+        """The query embedding, cached (`also`: texts to embed in the same model call)."""
+        return self._queries.get(text, also)
 
     def forget_query_embeddings(self) -> None:
         """Empty the query-embedding cache (the benchmark times every query from cold)."""

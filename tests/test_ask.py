@@ -52,6 +52,17 @@ def test_a_vague_question_continues_and_is_anchored_to_the_previous_answer(acme)
     assert [(m.turn, m.role) for m in second.history[:2]] == [(1, "assistant"), (1, "user")]
 
 
+def test_a_continuation_embeds_its_question_and_its_search_in_one_model_call(acme):
+    first = acme.ask("acme", "How are backups protected?")
+    acme.forget_query_embeddings()
+    calls = acme.embedder.calls
+    second = acme.ask("acme", "Can you elaborate on that?", first.conversation_id)
+    assert second.search_query == "Can you elaborate on that? backups protected"
+    # The question and the query it searched with: one call (the answer's vector is the
+    # mean of its excerpts' stored vectors, no call).
+    assert acme.embedder.calls == calls + 1
+
+
 def test_a_topic_shift_is_not_anchored(acme):
     first = acme.ask("acme", "How are backups protected?")
     third = acme.ask("acme", "Now tell me about multi-factor authentication.",

@@ -185,6 +185,7 @@ class CriteriaControls:
         # The kept lists as last read, and the (id, when changed) of each record they were
         # read at: a retrieval reads the lists' metadata alone while they are unchanged.
         self._kept: tuple[tuple[tuple[str, str], ...], list[Any]] | None = None
+        self._kept_by_criterion: dict[str, CriterionMapping] | None = None
         # (criterion text, its vector) -> the ranking's confident proposals (the catalog and
         # the model are the process's, so one text's ranking never changes in it).
         self._confident: dict[tuple[str, bytes | None], tuple[ControlLink, ...]] = {}
@@ -224,15 +225,23 @@ class CriteriaControls:
     def kept(self) -> list[tuple[str, str, list[CriterionMapping]]]:
         """Every kept list: (name, when it was last changed, its criteria's mappings), the
         most recently changed first."""
+        lists = self._read_kept()
+        return [(name, when, [replace(item) for item in items]) for name, when, items in lists]
+
+    def _read_kept(self) -> list[tuple[str, str, list[CriterionMapping]]]:
+        """The kept lists as read at their records' last change (read again only then),
+        with each criterion's mapping indexed as `kept_for` picks it; not to be changed."""
         records = self._records()
         if records is None:
+            with self._lock:
+                self._kept, self._kept_by_criterion = None, {}
             return []
         stamp = tuple(sorted((record_id, str(meta.get("updated_at") or ""))
                              for record_id, meta in records.metadata()))
-        kept = self._kept
+        with self._lock:
+            kept = self._kept
         if kept is not None and kept[0] == stamp:
-            return [(name, when, [replace(item) for item in items])
-                    for name, when, items in kept[1]]
+            return kept[1]
         found, read = [], []
         for record_id, text, meta in records.all():
             items = [CriterionMapping.from_json(i) for i in json.loads(text or "[]")]
@@ -240,8 +249,14 @@ class CriteriaControls:
                           items))
             read.append((record_id, str(meta.get("updated_at") or "")))
         found.sort(key=lambda f: f[1], reverse=True)
-        self._kept = (tuple(sorted(read)), [(name, when, [replace(item) for item in items])
-                                            for name, when, items in found])
+        by_criterion: dict[str, CriterionMapping] = {}
+        for _name, _when, items in found:
+            for item in items:
+                held = by_criterion.get(item.canonical_hash)
+                if held is None or (item.decided and not held.decided):
+                    by_criterion[item.canonical_hash] = item
+        with self._lock:
+            self._kept, self._kept_by_criterion = (tuple(sorted(read)), found), by_criterion
         return found
 
     def keep(self, name: str, mappings: Sequence[CriterionMapping]) -> None:
@@ -257,15 +272,10 @@ class CriteriaControls:
     def kept_for(self, canonical_hash: str) -> CriterionMapping | None:
         """The criterion's mapping in the kept lists: a decided one first (the most
         recently changed list's), else the most recently changed list's proposals."""
-        proposed = None
-        for _name, _when, items in self.kept():
-            for item in items:
-                if item.canonical_hash != canonical_hash:
-                    continue
-                if item.decided:
-                    return item
-                proposed = proposed or item
-        return proposed
+        self._read_kept()
+        with self._lock:
+            found = (self._kept_by_criterion or {}).get(canonical_hash)
+        return replace(found) if found is not None else None
 
     def mapping(self, text: str, embedding: np.ndarray | None = None, *,
                 given: Sequence[ControlLink] | None = None, framework: str = "800-53"

@@ -212,18 +212,23 @@ class QueryEmbeddings:
         self._lock = threading.Lock()
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
 
-    def get(self, text: str) -> np.ndarray:
+    def get(self, text: str, also: Sequence[str] = ()) -> np.ndarray:
+        """The text's vector; the `also` texts not kept yet are embedded in the same call (one
+        model call for a question and the query a turn will search with)."""
         with self._lock:
             cached = self._vectors.get(text)
             if cached is not None:
                 self._vectors.move_to_end(text)
-                return cached
-        vector = self._embedder().embed([text])[0]
+            missing = [t for t in dict.fromkeys([text, *also]) if t not in self._vectors]
+        if not missing:
+            return cached
+        vectors = self._embedder().embed(missing)
         with self._lock:
-            self._vectors[text] = vector
+            for missed, vector in zip(missing, vectors, strict=True):
+                self._vectors[missed] = vector
             while len(self._vectors) > self._size:
                 self._vectors.popitem(last=False)
-        return vector
+        return cached if cached is not None else vectors[0]
 
     def clear(self) -> None:
         with self._lock:

@@ -114,7 +114,11 @@ class AskPipeline:
         turn_number = (previous.turn if previous else 0) + 1
         client = LLMClient.from_settings(self.settings)
         with timings.stage("embed_question"):
-            embedding = self.services.embed_query(question)
+            # Without a model deciding, a turn that continues may search with the question
+            # and the words it lacks: both are embedded in one model call.
+            expanded = (_expanded(question, earlier, vendor.vendor_id)
+                        if previous is not None and client is None else question)
+            embedding = self.services.embed_query(question, (expanded,))
         with timings.stage("history"):
             history = merge_history(
                 conversations, conversation_id, question, embedding,
@@ -195,7 +199,8 @@ class AskPipeline:
         questions = [t.question for t in topic]
         search = previous.search_query if previous else ""
         known = known_words(evidence.vendor.vendor_id)
-        expanded = expanded_query(question, questions, search, known) if previous else question
+        expanded = _expanded(question, earlier, evidence.vendor.vendor_id) if previous \
+            else question
         closeness = None
         if previous is not None:
             # A question whose words point at the conversation ("How often are they tested?",
@@ -344,3 +349,11 @@ def _topic(turns: list[AskTurn]) -> list[AskTurn]:
         if not turn.continuation.is_continuation:
             start = i
     return turns[start:]
+
+
+def _expanded(question: str, earlier: list[AskTurn], vendor_id: str) -> str:
+    """The question with the subject words it lacks from the current topic's questions and
+    the previous turn's search query (the rules' HQE expansion)."""
+    previous = earlier[-1]
+    return expanded_query(question, [t.question for t in _topic(earlier)],
+                          previous.search_query, known_words(vendor_id))
