@@ -68,11 +68,17 @@ def ingest_package(
         help="Print what each file would become, with its layout (or guessed mapping), the "
              "sheets read and left out, and its first three answers or chunks; write "
              "nothing.")] = False,
+    timings: Annotated[bool, typer.Option(
+        "--timings",
+        help="After the files' lines, print one line more: the package's files, pages (and "
+             "pages read by OCR), answers and chunks, the seconds the ingest took and the "
+             "seconds of each step (step_s: pdf_text, ocr, tables, embed, write, ...).")
+    ] = False,
 ) -> None:
     """Ingest a whole vendor package: each document as `ingest docs` would, each
     questionnaire as a round of its own; one JSON line per file says what it became and why.
     Every file is read before anything is written."""
-    from core.ingest.package import dry_run_lines, read_package
+    from core.ingest.package import dry_run_lines, package_timings, read_package
     from core.ingest.package import ingest_package as write_package
 
     writer = _workbench(ctx).writer
@@ -90,6 +96,8 @@ def ingest_package(
         print("evidence: note: a dry run; nothing was written.", file=sys.stderr)
     for line in lines:
         _emit(line)
+    if timings:
+        _emit({"timings": package_timings(package)})
 
 
 def _split_file(option: str, text: str) -> tuple[str, str]:

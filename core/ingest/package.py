@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from core.ingest.rounds.answers import LayoutRead
 from core.ingest.rounds.control_statements import (
     PackageStatements,
     group_names,
+    is_statement_file,
     package_statements,
     statement_round,
 )
@@ -43,6 +45,7 @@ from core.ingest.rounds.table_round import (
 from core.ingest.rounds.tables import is_spreadsheet
 from core.ingest.rounds.vsaq import definition_for, read_answers, read_vsaq
 from core.ingest.rounds.web_pages import is_web_page, page_text, read_page_questionnaire
+from core.ingest.steps import IngestSteps, step
 from core.ingest.writer import EvidenceWriter
 from core.models import FOLLOWUP_SOURCE_TYPE, PayloadLimits, StoredRecord
 from core.reports import Progress
@@ -72,6 +75,7 @@ class PackageFile:
     # round is on its opencontrol.yaml's line): that file, and the round's number.
     part_of: str | None = None
     part_round: int | None = None
+    pages: int | None = None  # a PDF's pages, read as a document or as a questionnaire
 
     @property
     def round_number(self) -> int | None:
@@ -85,6 +89,8 @@ class Package:
     vendor_id: str
     folder: Path
     files: list[PackageFile]
+    # The seconds each step of reading it took, and of writing it once it is written.
+    steps: IngestSteps = field(default_factory=IngestSteps, compare=False)
 
     @property
     def unreadable(self) -> list[PackageFile]:
@@ -109,7 +115,17 @@ def read_package(writer: EvidenceWriter, vendor_id: str, folder: Path, *,
     `first_round`, by default from the next round the vendor has not used (a file whose
     answers alone make up a stored round keeps that round). `columns` maps a file of the
     package to the column mapping its table is read with (`--columns`'s form), `sheets` to
-    the sheets it is read from (`--sheet`)."""
+    the sheets it is read from (`--sheet`). The package's `steps` time the reading."""
+    steps = IngestSteps()
+    with steps.active():
+        return _read_package(writer, vendor_id, folder, first_round, skip_unreadable,
+                             timestamp, columns, sheets, progress, steps)
+
+
+def _read_package(writer: EvidenceWriter, vendor_id: str, folder: Path,
+                  first_round: int | None, skip_unreadable: bool, timestamp: str | None,
+                  columns: dict[str, str] | None, sheets: dict[str, list[str]] | None,
+                  progress: Progress | None, steps: IngestSteps) -> Package:
     check_vendor_id(vendor_id)
     if first_round is not None and (isinstance(first_round, bool)
                                     or not 1 <= first_round <= MAX_ROUND_NUMBER):
@@ -132,14 +148,17 @@ def read_package(writer: EvidenceWriter, vendor_id: str, folder: Path, *,
     settings = writer.settings
     limits = PayloadLimits.from_settings(settings)
     stamp = current_timestamp() if timestamp is None else timestamp
-    answers = {path: found for path in paths
-               if path.suffix.lower() == ".json" and not path.name.startswith(".")
-               for found in [read_answers(path)] if found is not None}
-    definitions = {definition: path for path in answers
-                   for definition in [definition_for(path)] if definition is not None}
-    statements = _statement_files(package_statements(folder, paths, limits,
-                                                     lambda p: _relative(folder, p)),
-                                  folder, vendor_id, stamp, limits)
+    json_files = [path for path in paths
+                  if path.suffix.lower() == ".json" and not path.name.startswith(".")]
+    with step("read_other") if json_files else nullcontext():
+        answers = {path: found for path in json_files
+                   for found in [read_answers(path)] if found is not None}
+        definitions = {definition: path for path in answers
+                       for definition in [definition_for(path)] if definition is not None}
+    with step("statements") if any(map(is_statement_file, paths)) else nullcontext():
+        statements = _statement_files(package_statements(folder, paths, limits,
+                                                         lambda p: _relative(folder, p)),
+                                      folder, vendor_id, stamp, limits)
     files: list[PackageFile] = []
     for index, path in enumerate(paths, start=1):
         name = _relative(folder, path)
@@ -161,7 +180,8 @@ def read_package(writer: EvidenceWriter, vendor_id: str, folder: Path, *,
                                      unreadable=True))
         if progress:
             progress("reading", index, len(paths))
-    package = Package(vendor_id, folder, _number_rounds(writer, vendor_id, files, first_round))
+    package = Package(vendor_id, folder, _number_rounds(writer, vendor_id, files, first_round),
+                      steps)
     _refuse(package, skip_unreadable)
     return package
 
@@ -201,10 +221,11 @@ def _sort_file(path: Path, name: str, vendor_id: str, timestamp: str, limits: Pa
         what = "a column mapping applies" if mapping is not None else "--sheet applies"
         raise UserInputError(f"{name} is not a .csv or .xlsx table; {what} only to one.")
     if is_spreadsheet(path):
-        data = read_user_file(path, max_bytes=limits.max_bytes, what="a questionnaire round")
-        read = spreadsheet_round(name, data, vendor_id=vendor_id, round_number=1,
-                                 timestamp=timestamp, limits=limits, columns=mapping,
-                                 sheets=sheets)
+        with step("tables"):
+            data = read_user_file(path, max_bytes=limits.max_bytes, what="a questionnaire round")
+            read = spreadsheet_round(name, data, vendor_id=vendor_id, round_number=1,
+                                     timestamp=timestamp, limits=limits, columns=mapping,
+                                     sheets=sheets)
         layout = read.layout or "criterion, question, answer table"
         where = f"sheet {read.sheet}" if read.sheet else "the table"
         left = (f"; left out {', '.join(sheet for sheet, _ in read.left_out)}"
@@ -215,28 +236,36 @@ def _sort_file(path: Path, name: str, vendor_id: str, timestamp: str, limits: Pa
                            layout=layout, round=LoadedRound(read.payload, name, read.notes),
                            preview=read.preview(), sheets=read.sheets())
     if suffix == ".json":
-        if (definition_for(path) is None) if answers is not None else not _round_shaped(
-                path, limits):
-            return PackageFile(name, "skipped", f"{name} is JSON data, not a questionnaire "
-                               "round (vendor_id, round_number, responses) nor VSAQ answers "
-                               "with their questionnaire beside them; nothing in it was read.",
-                               layout="JSON data")
-        return _json_round(path, name, vendor_id, timestamp, limits, answers)
+        with step("read_other"):
+            if (definition_for(path) is None) if answers is not None else not _round_shaped(
+                    path, limits):
+                return PackageFile(name, "skipped", f"{name} is JSON data, not a "
+                                   "questionnaire round (vendor_id, round_number, responses) "
+                                   "nor VSAQ answers with their questionnaire beside them; "
+                                   "nothing in it was read.", layout="JSON data")
+            return _json_round(path, name, vendor_id, timestamp, limits, answers)
     kept_why = ""
+    pages = None
     if suffix == ".pdf":
-        data = read_user_file(path, max_bytes=settings.max_document_bytes, what="a document")
-        found = read_pdf_questionnaire(name, data)
-        if found.read is not None:
-            return _questionnaire_file(name, found.read, f" from {pages_text(found.read.sheets)}",
-                                       vendor_id, timestamp, limits)
+        with step("tables"):
+            data = read_user_file(path, max_bytes=settings.max_document_bytes,
+                                  what="a document")
+            found = read_pdf_questionnaire(name, data)
+            pages = found.pages
+            if found.read is not None:
+                return replace(_questionnaire_file(
+                    name, found.read, f" from {pages_text(found.read.sheets)}", vendor_id,
+                    timestamp, limits), pages=pages)
         if found.looks_like:
             kept_why = (f" It looks like a questionnaire and was kept as a document: "
                         f"{found.reason}.")
     if is_web_page(path):
-        data = read_user_file(path, max_bytes=settings.max_document_bytes, what="a document")
-        page = read_page_questionnaire(name, page_text(path, data))
-        if page.read is not None:
-            return _questionnaire_file(name, page.read, "", vendor_id, timestamp, limits)
+        with step("tables"):
+            data = read_user_file(path, max_bytes=settings.max_document_bytes,
+                                  what="a document")
+            page = read_page_questionnaire(name, page_text(path, data))
+            if page.read is not None:
+                return _questionnaire_file(name, page.read, "", vendor_id, timestamp, limits)
         if page.looks_like:
             kept_why = (f" It holds question ids and was kept as a document: "
                         f"{page.reason}.")
@@ -246,7 +275,7 @@ def _sort_file(path: Path, name: str, vendor_id: str, timestamp: str, limits: Pa
         kind = document.facts.kind if document.facts.kind != "other" else "document"
         return PackageFile(name, "document", _document_reason(document, kind) + kept_why,
                            layout=kind,
-                           document=document,
+                           document=document, pages=document.pages if pages is None else pages,
                            preview=[{"chunk": i, "page": c.page, "ocr": c.ocr,
                                      "text": c.text[:300]}
                                     for i, c in enumerate(document.chunks[:5], start=1)])
@@ -482,7 +511,14 @@ def _refuse(package: Package, skip_unreadable: bool) -> None:
 def ingest_package(writer: EvidenceWriter, package: Package,
                    progress: Progress | None = None) -> list[dict[str, Any]]:
     """Write a package read by `read_package`: its documents (each complete or not at all),
-    then each round (all of its answers or none). One line per file, in the package's order."""
+    then each round (all of its answers or none). One line per file, in the package's order.
+    The package's `steps` time the writing too."""
+    with package.steps.active():
+        return _ingest_package(writer, package, progress)
+
+
+def _ingest_package(writer: EvidenceWriter, package: Package,
+                    progress: Progress | None) -> list[dict[str, Any]]:
     outcomes: dict[str, dict[str, Any]] = {}
     documents = package.documents
     if documents:
@@ -516,6 +552,25 @@ def package_line(item: PackageFile, outcome: dict[str, Any]) -> dict[str, Any]:
             "round_number": item.round_number, **outcome,
             **({"sheets": item.sheets} if item.sheets is not None else {}),
             "reason": item.reason}
+
+
+def package_timings(package: Package) -> dict[str, Any]:
+    """What the package holds and what reading it (and writing it, once written) took: its
+    files, PDF pages (those read by OCR), answers and chunks, the seconds the ingest ran, the
+    seconds of each step (`core.ingest.steps`) and the slowest step (`ingest package
+    --timings`'s closing line)."""
+    steps = package.steps
+    return {"files": len(package.files), "documents": len(package.documents),
+            "rounds": len(package.rounds),
+            "skipped": sum(f.became == "skipped" for f in package.files),
+            "pages": sum(f.pages or 0 for f in package.files),
+            "ocr_pages": steps.counts.get("ocr_pages", 0),
+            "answers": sum(len(f.round.payload.responses) for f in package.rounds
+                           if f.round is not None),
+            "chunks": sum(len(f.document.chunks) for f in package.documents
+                          if f.document is not None),
+            "seconds": round(steps.seconds, 3), "step_s": steps.step_s(),
+            "slowest_step": steps.slowest()}
 
 
 PREVIEWED = 3  # answers or chunks a dry run shows of each file

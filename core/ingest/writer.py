@@ -40,6 +40,7 @@ from core.ingest.documents import (
     refuse_unreadable,
 )
 from core.ingest.rounds.payload import check_batch_vendor_ids, parse_payload, payload_records
+from core.ingest.steps import current_steps, step
 from core.models import (
     DOCUMENT_SOURCE_TYPE,
     PayloadLimits,
@@ -58,6 +59,7 @@ from core.store import (
     EvidenceStore,
     VendorStore,
     check_vendor_id,
+    chunk_record_id,
     is_withdrawn,
     link_metadata,
     record_fingerprint,
@@ -194,14 +196,15 @@ class EvidenceWriter:
             pending.append(_Pending(doc, doc_key, version, previous))
 
         written = self._write_documents(vendor_id, pending, doc_type, round_number, progress)
-        if existing and reread:  # what they state of themselves, as this reading reads it
-            commit_document(existing, reread)
-        if existing:
-            written_keys = {p.doc_key for p in pending}
-            for doc in prepared:  # finish any clean-up an interrupted run left behind
-                doc_key = document_key(doc.source, doc_type, round_number)
-                if doc_key in committed and doc_key not in written_keys:
-                    delete_stale(existing, doc_key, committed[doc_key]["version"])
+        with step("write"):
+            if existing and reread:  # what they state of themselves, as this reading reads it
+                commit_document(existing, reread)
+            if existing:
+                written_keys = {p.doc_key for p in pending}
+                for doc in prepared:  # finish any clean-up an interrupted run left behind
+                    doc_key = document_key(doc.source, doc_type, round_number)
+                    if doc_key in committed and doc_key not in written_keys:
+                        delete_stale(existing, doc_key, committed[doc_key]["version"])
         return written, outcomes
 
     @staticmethod
@@ -246,9 +249,13 @@ class EvidenceWriter:
                 yield step, finished
 
         embedder = self.embedder  # loaded here, not on the embedding thread
+        timed = current_steps()  # the embedding thread times its step into this ingest's
 
-        def embed(step: list[StoredRecord]) -> np.ndarray | None:
-            return self.embed([r.text for r in step], None) if step else None
+        def embed(records: list[StoredRecord]) -> np.ndarray | None:
+            if not records:
+                return None
+            with step("embed", timed):
+                return self.embed([r.text for r in records], None)
 
         # The next step is embedded on a second thread while this one is written: the model
         # and ChromaDB's writes both release the interpreter, so the writes cost little time
@@ -260,20 +267,21 @@ class EvidenceWriter:
             vectors_ahead = embedding.submit(embed, current[0]) if current else None
             try:
                 while current is not None and vectors_ahead is not None:
-                    step, finished = current
+                    records, finished = current
                     vectors = vectors_ahead.result()
                     current = next(upcoming, None)
                     vectors_ahead = embedding.submit(embed, current[0]) if current else None
-                    if step and progress:
-                        progress("embedding", written + len(step), total)
-                    if vendor is None:
-                        vendor = self.store.open_vendor(vendor_id, create=True,
-                                                        embedding_model=embedder.name)
-                    if step:
-                        vendor.write_chunks(step, vectors)  # 1. the new versions' chunks
-                    for item in finished:
-                        self._commit_document(vendor, item, doc_type, round_number)
-                    written += len(step)
+                    if records and progress:
+                        progress("embedding", written + len(records), total)
+                    with step("write"):
+                        if vendor is None:
+                            vendor = self.store.open_vendor(vendor_id, create=True,
+                                                            embedding_model=embedder.name)
+                        if records:
+                            vendor.write_chunks(records, vectors)  # 1. the new chunks
+                        for item in finished:
+                            self._commit_document(vendor, item, doc_type, round_number)
+                    written += len(records)
             finally:
                 if vectors_ahead is not None:
                     vectors_ahead.cancel()
@@ -348,7 +356,7 @@ class EvidenceWriter:
         records = [record for p in payloads for record in payload_records(p)]
         # An answer keyed by a control is searched with the control's title and statement.
         vectors = self.embed([searched_text(r.text, r.metadata) for r in records], progress)
-        with self.store.write_lock(self._waiting(progress)):
+        with step("write"), self.store.write_lock(self._waiting(progress)):
             existing = self.existing_vendor(vendor_id)
             plan = _plan_round(existing, round_number, records, replace=replace)
             self._check_round_size(plan, vendor_id, round_number)
@@ -449,12 +457,14 @@ class EvidenceWriter:
         if not texts:
             return np.zeros((0, 1), dtype=np.float32)
         total = len(texts) if total is None else total
-        step = max(self.settings.embed_batch_size * 4, 1)
+        size = max(self.settings.embed_batch_size * 4, 1)
+        embedder = self.embedder
         parts = []
-        for start in range(0, len(texts), step):
-            parts.append(self.embedder.embed(texts[start : start + step]))
-            if progress:
-                progress("embedding", done + min(start + step, len(texts)), total)
+        with step("embed"):
+            for start in range(0, len(texts), size):
+                parts.append(embedder.embed(texts[start : start + size]))
+                if progress:
+                    progress("embedding", done + min(start + size, len(texts)), total)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def existing_vendor(self, vendor_id: str) -> VendorStore | None:
@@ -546,7 +556,7 @@ def document_records(vendor_id: str, doc: PreparedDocument, doc_key: str, versio
             metadata["ocr"] = True
         if round_number is not None:
             metadata["round_number"] = round_number
-        records.append(StoredRecord(id=f"doc-{doc_key}-{version}-{index}", text=chunk.text,
+        records.append(StoredRecord(id=chunk_record_id(doc_key, version, index), text=chunk.text,
                                     metadata=metadata))
     return records
 

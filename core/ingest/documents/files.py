@@ -19,6 +19,7 @@ from core.ingest.documents.docx import _read_docx
 from core.ingest.documents.html import _read_html
 from core.ingest.documents.pdf import _read_pdf
 from core.ingest.documents.text import _read_text
+from core.ingest.steps import step
 from core.models import DocumentFacts
 from core.reports import SkippedFile
 from core.timeline.reading import read_facts
@@ -205,15 +206,17 @@ def read_document(path: Path, data: bytes) -> list[DocumentText]:
     """The text of a document: one part per PDF page, one part for any other file."""
     suffix = path.suffix.lower()
     if suffix == ".pdf":
-        return _read_pdf(path, data)
+        with step("pdf_text"):
+            return _read_pdf(path, data)
     if data.startswith(b"%PDF-"):
         raise UserInputError(
             f"{shown_path(path)} is a PDF file with a {path.suffix} name; rename it to .pdf.")
-    if suffix == ".docx":
-        return [_read_docx(path, data)]
-    if suffix in (".html", ".htm"):
-        return [_read_html(path, data)]
-    return [_read_text(path, data)]
+    with step("read_other"):
+        if suffix == ".docx":
+            return [_read_docx(path, data)]
+        if suffix in (".html", ".htm"):
+            return [_read_html(path, data)]
+        return [_read_text(path, data)]
 
 
 def prepare_document(doc: DocumentFile, chunk_size: int, chunk_overlap: int, *,
@@ -223,17 +226,18 @@ def prepare_document(doc: DocumentFile, chunk_size: int, chunk_overlap: int, *,
     data = read_user_file(doc.path, max_bytes=max_bytes, what="a document")
     parts = read_document(doc.path, data)
     suffix = doc.path.suffix.lower()
-    splitter = make_splitter(chunk_size, chunk_overlap, suffix)
-    chunks = [chunk for part in parts
-              for chunk in split_document_text(part, splitter, chunk_overlap)]
-    if not chunks:
-        raise UserInputError(
-            f"{shown_path(doc.path)} has no extractable text"
-            + (" (no page has a text layer or an image with text)." if suffix == ".pdf"
-               else ".")
-        )
-    facts = read_facts([part.text for part in parts], source=doc.source,
-                       headings=[h.title for part in parts for h in part.headings])
+    with step("split"):
+        splitter = make_splitter(chunk_size, chunk_overlap, suffix)
+        chunks = [chunk for part in parts
+                  for chunk in split_document_text(part, splitter, chunk_overlap)]
+        if not chunks:
+            raise UserInputError(
+                f"{shown_path(doc.path)} has no extractable text"
+                + (" (no page has a text layer or an image with text)." if suffix == ".pdf"
+                   else ".")
+            )
+        facts = read_facts([part.text for part in parts], source=doc.source,
+                           headings=[h.title for part in parts for h in part.headings])
     return PreparedDocument(
         source=doc.source, path=doc.path, digest=file_digest(data), chunks=chunks,
         pages=len(parts) if suffix == ".pdf" else None, facts=facts,

@@ -22,6 +22,7 @@ from core.errors import UserInputError
 from core.ingest import shown_path
 from core.ingest.documents.chunks import DocumentText, _detail
 from core.ingest.documents.ocr import OcrUnavailable, page_picture, read_image, require_engine
+from core.ingest.steps import count, step
 
 # A line is a running header or footer when it is among the first or last lines of at least
 # this share of the pages (and of three pages at least), its digits aside (page numbers).
@@ -110,14 +111,16 @@ def _read_by_ocr(pdfium: _Pdfium, pages: list[int],
         return exc
     unavailable = None
     for at in pages:
-        picture = pdfium.picture(at)
-        if picture is None:
-            continue
-        try:
-            read = read_image(picture)
-        except OcrUnavailable as exc:
-            unavailable = exc
-            continue
+        with step("ocr"):  # drawing the page and reading it
+            picture = pdfium.picture(at)
+            if picture is None:
+                continue
+            count("ocr_pages")
+            try:
+                read = read_image(picture)
+            except OcrUnavailable as exc:
+                unavailable = exc
+                continue
         if read.strip():
             parts[at] = DocumentText(read, at + 1, ocr=True)
     return unavailable

@@ -19,7 +19,7 @@ import io
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from core.errors import UserInputError
 from core.ingest.rounds.answers import Layout, LayoutRead, one_per_id
@@ -58,6 +58,7 @@ class PdfQuestionnaire:
     read: LayoutRead | None
     looks_like: bool
     reason: str
+    pages: int | None = None  # the PDF's page count, when its pages could be read
 
 
 _TABLE = Layout(key="pdf-table", family="questionnaire table", id_pattern=ANY_ID,
@@ -82,7 +83,7 @@ def read_pdf_questionnaire(name: str, data: bytes) -> PdfQuestionnaire:
     finally:
         miner.setLevel(level)
     try:
-        return _questionnaire(pages, total)
+        return replace(_questionnaire(pages, total), pages=total)
     except UserInputError as exc:
         raise UserInputError(f"{name}, {exc}") from None
 
