@@ -297,12 +297,13 @@ def test_the_hybrid_trace_json_carries_every_part(cve_workbench):
 @pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "hybrid"])
 def test_other_strategies_leave_the_parts_empty(cve_workbench, strategy):
     dumped = cve_workbench.retrieve("acme", CVE_CRITERION, strategy).to_json_dict()
-    # Only precedence reads its vector hits from the lexical index; the seeds' own
-    # strategies read ChromaDB's records, as designed.
+    # Only precedence reads its vector hits from the lexical index, and only once a hybrid
+    # search or an ask has synced it: a retrieval of precedence writes no index. The seeds'
+    # own strategies read ChromaDB's records, as designed.
     assert ("lexical_sync" in dumped["timings_ms"]) == (strategy == "precedence")
     for candidate in dumped["first_stage"] + dumped["evidence"] + dumped["reranked"]:
         assert all(candidate[part] is None for part in PARTS), candidate["id"]
-    assert (cve_workbench.settings.store / "lexical").exists() == (strategy == "precedence")
+    assert not (cve_workbench.settings.store / "lexical").exists()
 
 
 def test_hybrid_is_registered_after_precedence_and_precedence_stays_the_default():

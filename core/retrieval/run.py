@@ -254,8 +254,14 @@ class StrategyRunner:
         if strategy.search == "vector":
             return evidence
         if strategy.search == "vector_indexed":
+            # The lexical index only where a hybrid search or an ask already synced it to
+            # this state: a retrieval of `precedence` never writes it.
             with timings.stage("lexical_sync"):
-                return IndexedVectorSearch(evidence, self.lexical(vendor, versions, generation))
+                index = LexicalIndex.for_vendor(
+                    self.settings, vendor, versions, generation=generation,
+                    expected_followups=lambda: self.links.read(vendor, generation).indexed_as())
+                settled = index.settled()
+            return IndexedVectorSearch(evidence, index) if settled else evidence
         if strategy.search != "hybrid":
             raise ValueError(f"strategy {strategy.name!r}: search must be 'vector', "
                              f"'vector_indexed' or 'hybrid', not {strategy.search!r}")

@@ -151,6 +151,20 @@ class LexicalIndex:
         self._synced = True
         return report
 
+    def settled(self) -> bool:
+        """Whether the index file already holds the store's state at the caller's
+        generation (a sync would write nothing): one value of the file read, and nothing
+        made or written when it is not there."""
+        if self._generation is None or not self.path.is_file():
+            return False
+        try:
+            with self._connection() as db:
+                settled = self._settled_at(db) == (self._vendor.collection_id, self._generation)
+        except (StoreError, sqlite3.Error):
+            return False
+        self._synced = self._synced or settled
+        return settled
+
     def rebuild(self) -> SyncReport:
         """Make the index afresh from the store's committed state, in one transaction: a
         reader sees the old rows or the new ones, never an empty index. The index is derived,
