@@ -232,6 +232,12 @@ def test_a_reviewer_walks_every_page(dashboard_url, browser):
 
     # The reviewer types a criterion of their own into the sidebar's criterion box...
     _type_criterion(page, TYPED_CRITERION)
+    # The page's header names the new criterion before the rerun has replaced the body
+    # below it (the previous criterion's tables stay on screen until then).
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=\"stMain\"]').innerText"
+        ".includes('No questionnaire round answers this criterion yet')", timeout=WAIT_MS)
+    _wait_until_idle(page)
     text = _main_text(page)
     assert "No questionnaire round answers this criterion yet" in text
     assert "No reranker model is installed here" not in text  # once per session
