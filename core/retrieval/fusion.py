@@ -6,8 +6,9 @@ lists and k=60 the largest fused score is 2/61 (about 0.033)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Any
 
 from core.retrieval.source import CandidateSource, Neighbour, Query, Where
 
@@ -78,21 +79,11 @@ class HybridSearch:
             fused = self._by_ids(query, n)
             if fused is not None:
                 return fused
-        by_ids = where is None and hasattr(self.vector, "nearest_ids") and hasattr(
-            self.lexical, "committed_records")
-        lexical_search = _LEXICAL_SEARCHES.submit(self.lexical.nearest, query, self.lexical_n,
-                                                  where=where)
-        try:
-            scored = self.vector.nearest_ids(query, n) if by_ids else None
-            vector_hits = None if scored is not None else self.vector.nearest(
-                query, n, where=where)
-        except BaseException:
-            lexical_search.cancel()
-            wait([lexical_search])  # nothing of this search outlives it
-            raise
-        lexical_found = lexical_search.result()  # its error, if any, is raised here
-        if vector_hits is None:
-            vector_hits = self._held_by_the_index(query, n, scored or [], lexical_found)
+        # Filtered, or a vector hit the lexical index does not hold as committed: both
+        # searches with their records read.
+        vector_hits, lexical_found = self._beside(
+            lambda: self.lexical.nearest(query, self.lexical_n, where=where),
+            lambda: self.vector.nearest(query, n, where=where))
         lexical_hits = [h for h in lexical_found if h.committed]
         vector_committed = [h for h in vector_hits if h.committed]
         unfinished = [h for h in vector_hits if not h.committed]
@@ -126,14 +117,9 @@ class HybridSearch:
         never read. None when a vector hit is not in that state as committed (an unfinished
         ingest, a withdrawn answer, a round written since the index synced): the search runs
         with its records read."""
-        lexical_search = _LEXICAL_SEARCHES.submit(self.lexical.ranked_ids, query, self.lexical_n)
-        try:
-            scored = self.vector.nearest_ids(query, n)
-        except BaseException:
-            lexical_search.cancel()
-            wait([lexical_search])  # nothing of this search outlives it
-            raise
-        lexical_scored = lexical_search.result()  # its error, if any, is raised here
+        scored, lexical_scored = self._beside(
+            lambda: self.lexical.ranked_ids(query, self.lexical_n),
+            lambda: self.vector.nearest_ids(query, n))
         if scored is None:
             return None
         vector_ids = [i for i, _ in scored]
@@ -152,28 +138,26 @@ class HybridSearch:
                           fused_score=score)
                 for i, score in chosen]
 
-    def _held_by_the_index(self, query: Query, n: int, scored: list[tuple[str, float]],
-                           lexical_found: list[Neighbour]) -> list[Neighbour]:
-        """The vector search's hits, asked for ids alone, with the text and metadata the
-        lexical index holds for them at the same committed state: reading them from ChromaDB
-        held the GIL as long as the lexical search, so the two could not overlap. When the
-        index does not hold a hit as committed (an unfinished ingest, a withdrawn answer, a
-        round written since it synced), the vector search runs as it does with a filter.
-        The index keeps the store's copy: chunks by committed version, follow-ups by the
-        fingerprint of their text and metadata, so a record changed in place is synced
-        again before it is searched."""
-        return held_by_the_index(self.vector, self.lexical, query, n, scored, lexical_found)
-
+    @staticmethod
+    def _beside(lexical: Callable[[], Any], vector: Callable[[], Any]) -> tuple[Any, Any]:
+        """(the vector search's result, the lexical search's): the lexical search runs on a
+        thread of its own while the vector search runs on the caller's; an error of either is
+        raised here, and no lexical search outlives the call."""
+        lexical_search = _LEXICAL_SEARCHES.submit(lexical)
+        try:
+            found = vector()
+        except BaseException:
+            lexical_search.cancel()
+            wait([lexical_search])
+            raise
+        return found, lexical_search.result()
 
 def held_by_the_index(vector: CandidateSource, lexical: CandidateSource, query: Query, n: int,
-                      scored: list[tuple[str, float]], lexical_found: Sequence[Neighbour] = ()
-                      ) -> list[Neighbour]:
+                      scored: list[tuple[str, float]]) -> list[Neighbour]:
     """The vector search's `n` hits, found as ids and scores, with the text and metadata the
-    lexical index holds for them at the same committed state (those its own search just
-    returned are not read again); when the index does not hold every hit as committed, the
-    vector search runs whole."""
-    found = {h.chunk.id: h.chunk for h in lexical_found if h.committed}
-    found.update(lexical.committed_records([i for i, _ in scored if i not in found]))
+    lexical index holds for them at the same committed state; when the index does not hold
+    every hit as committed, the vector search runs whole."""
+    found = lexical.committed_records([i for i, _ in scored])
     if any(record_id not in found for record_id, _ in scored):
         return vector.nearest(query, n)
     return [Neighbour(found[record_id], score, True) for record_id, score in scored]
