@@ -29,6 +29,7 @@ from core.retrieval.lexical import (
     lexical_folder,
     match_expression,
 )
+from core.retrieval.lexical.connections import IDLE
 from core.retrieval.source import Query
 from core.store import VendorStore, committed_versions
 from core.store.scoping import without_scopes
@@ -656,6 +657,7 @@ from pathlib import Path
 import numpy as np
 from core.config import Settings
 from core.retrieval.lexical import LexicalIndex, index_path
+from core.retrieval.lexical.connections import IDLE
 from core.retrieval.source import Query
 from core.store import EvidenceStore, committed_versions
 from tests.support.store import chunk_rows, read_manifest
@@ -721,23 +723,43 @@ def test_the_hybrid_strategy_on_a_chromadb_server(tmp_path, monkeypatch):
         server.stop()
 
 
-def test_a_hybrid_retrieval_opens_the_lexical_index_once_and_closes_it(acme, monkeypatch):
-    acme.retrieve("acme", "How are backups protected?", "hybrid")  # synced and settled
+def test_retrievals_share_one_kept_connection_left_outside_any_transaction(acme,
+                                                                           monkeypatch):
+    IDLE.close_all()
+    path = index_path(acme.settings, "acme")
     opened: list[sqlite3.Connection] = []
     real_connect = sqlite3.connect
 
-    def connect(path, *args, **kwargs):
-        db = real_connect(path, *args, **kwargs)
-        if str(path) == str(index_path(acme.settings, "acme")):
+    def connect(where, *args, **kwargs):
+        db = real_connect(where, *args, **kwargs)
+        if str(where) == str(path):
             opened.append(db)
         return db
 
     monkeypatch.setattr(sqlite3, "connect", connect)
+    for question in ("How are backups protected?", "Is data encrypted at rest?"):
+        trace = acme.retrieve("acme", question, "hybrid")
+        assert trace.first_stage and any(c.lexical_rank for c in trace.first_stage)
+        # The retrieval is done with it: kept for the next one, no read transaction open.
+        assert IDLE.count(path) >= 1
+        assert opened and not any(db.in_transaction for db in opened)
+    assert len(opened) <= 2  # the second retrieval opened nothing new (its search thread may)
+    opened_before = len(opened)
+    acme.retrieve("acme", "Who reviews access rights?", "hybrid")
+    assert len(opened) == opened_before
+
+
+def test_a_kept_connection_to_a_file_made_again_is_not_given_out(acme, tmp_path):
+    IDLE.close_all()
+    path = index_path(acme.settings, "acme")
+    acme.retrieve("acme", "How are backups protected?", "hybrid")
+    assert IDLE.count(path) >= 1
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    # The index is made again from the store; the connection to the deleted file is closed.
     trace = acme.retrieve("acme", "How are backups protected?", "hybrid")
-    assert trace.first_stage and any(c.lexical_rank for c in trace.first_stage)
-    assert len(opened) == 1
-    with pytest.raises(sqlite3.ProgrammingError):  # closed once the retrieval is done
-        opened[0].execute("SELECT 1")
+    assert path.exists() and any(c.lexical_rank for c in trace.first_stage)
+    assert IDLE.count(path) >= 1
 
 
 def test_one_index_searched_from_several_threads_at_once_answers_each_whole(acme):

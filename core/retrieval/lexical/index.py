@@ -17,6 +17,7 @@ from typing import Any
 from core.config import Settings
 from core.errors import StoreError
 from core.models import DOCUMENT_SOURCE_TYPE, FOLLOWUP_SOURCE_TYPE
+from core.retrieval.lexical.connections import IDLE
 from core.retrieval.lexical.postings import Changes, write_postings
 from core.retrieval.lexical.ranking import (
     best_by_fts5,
@@ -78,7 +79,8 @@ class LexicalIndex:
     manifest), as a candidate source. Safe to use from several threads and processes at once.
     Calls one after another share one connection to the index file (a retrieval's sync check,
     search and record reads open it once, not three times); a call made while another
-    thread holds it opens its own. `close()` closes the shared one."""
+    thread holds it takes its own. Connections are kept open between retrievals
+    (`connections`); `close()` gives the shared one back."""
 
     name = "lexical"
 
@@ -375,8 +377,9 @@ class LexicalIndex:
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
-        """The shared connection when no other thread holds it, else one of this call's own.
-        A call that fails closes the connection it used: no transaction outlives it."""
+        """The shared connection when no other thread holds it, else one of this call's own
+        (given back to the process's idle connections when the call ends). A call that fails
+        closes the connection it used: no transaction outlives it."""
         shared = self._holding.acquire(blocking=False)
         try:
             db = self._kept if shared and self._kept is not None else self._open()
@@ -392,12 +395,16 @@ class LexicalIndex:
                     raise StoreError(f"The lexical index {self.path} failed: {exc}") from exc
                 raise
             if not shared:
-                db.close()
+                IDLE.give(self.path, db)
         finally:
             if shared:
                 self._holding.release()
 
     def _open(self) -> sqlite3.Connection:
+        """An idle connection to the file, else a new one."""
+        kept = IDLE.take(self.path)
+        if kept is not None:
+            return kept
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
@@ -412,10 +419,11 @@ class LexicalIndex:
         return db
 
     def close(self) -> None:
-        """Close the shared connection (a later call opens another)."""
+        """Be done with the shared connection: it goes back to the process's idle
+        connections, outside any transaction, for the next search of this file."""
         with self._holding:
             if self._kept is not None:
-                self._kept.close()
+                IDLE.give(self.path, self._kept)
                 self._kept = None
 
 
