@@ -102,6 +102,7 @@ class EvidenceStore:
         # good, and a retrieval need not ask ChromaDB for three collections every time.
         self._opened: dict[str, VendorStore] = {}
         self._conversations: dict[str, Any] = {}
+        self._criteria_controls: TextRecords | None = None
         # What runs the embedding model of this process's writes ("onnx", "torch"; None for
         # none), set by the workbench. Each chunk write records it on the vendor's chunk
         # collection as `embedding_runtime`: the store says which runtime wrote last. Only
@@ -367,12 +368,22 @@ class EvidenceStore:
     def criteria_controls(self, *, create: bool = False) -> TextRecords | None:
         """The criteria lists' mappings to controls (core/controls/mappings.py): one
         store-wide collection, which is no vendor's, as every vendor's answers link by them;
-        made at the first list kept, so reading it creates nothing."""
+        made at the first list kept, so reading it creates nothing. Its handle is kept once
+        found, as the conversations' are (the collection is never deleted), so a retrieval
+        that links by controls does not look it up again."""
+        with self._lock:
+            found = self._criteria_controls
+        if found is not None:
+            return found
         collection = self._collection(
             CRITERIA_CONTROLS_COLLECTION, create=create,
             metadata={"schema_version": SCHEMA_VERSION},
             configuration={"hnsw": PERSISTED_AT_EVERY_WRITE})
-        return TextRecords(collection) if collection is not None else None
+        if collection is None:
+            return None
+        with self._lock:
+            self._criteria_controls = TextRecords(collection)
+            return self._criteria_controls
 
     def _records(self, vendor_id: str, name: Callable[[str], str], kind: type[Records],
                  create: bool) -> Records | None:
