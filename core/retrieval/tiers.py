@@ -485,10 +485,15 @@ class Supersession:
 
     def mark_candidates(self, candidates: Sequence[Candidate], query: Query) -> list[Candidate]:
         """The candidates, each follow-up answer among them with its later answer."""
-        return [c.model_copy(update={"later_answer": self.later_answer(
-                    c.id, int(c.metadata["round_number"]), query=query, metadata=c.metadata)})
-                if c.is_followup and c.metadata.get("round_number") is not None else c
-                for c in candidates]
+        marked = []
+        for c in candidates:
+            if c.is_followup and c.metadata.get("round_number") is not None:
+                later = self.later_answer(c.id, int(c.metadata["round_number"]), query=query,
+                                          metadata=c.metadata)
+                if later != c.later_answer:  # a candidate already marked so is not copied
+                    c = c.model_copy(update={"later_answer": later})
+            marked.append(c)
+        return marked
 
     def with_newest(self, excerpts: Sequence[Candidate], query: Query, budget: int,
                     shown: Sequence[str] = ()) -> list[Candidate]:
@@ -591,7 +596,7 @@ def criterion_text_similarity(hit: FollowupHit, criterion: str) -> float:
     """How close the criterion a follow-up was linked to is to this one (0 for ad-hoc)."""
     if not hit.criterion_question_text:
         return 0.0
-    return criterion_similarity(criterion, hit.criterion_question_text)
+    return _criterion_similarity(criterion, hit.criterion_question_text)
 
 
 # Text measures ---------------------------------------------------------------------------
@@ -599,6 +604,11 @@ def criterion_text_similarity(hit: FollowupHit, criterion: str) -> float:
 @lru_cache(maxsize=SIMILARITY_CACHE)
 def _question_similarity(criterion: str, question: str) -> float:
     return round(question_similarity(criterion, question), 4)
+
+
+@lru_cache(maxsize=SIMILARITY_CACHE)
+def _criterion_similarity(criterion: str, other: str) -> float:
+    return criterion_similarity(criterion, other)
 
 
 @lru_cache(maxsize=SIMILARITY_CACHE)

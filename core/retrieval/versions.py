@@ -66,7 +66,7 @@ class DocumentVersions:
                  nearest_in: Callable[[Query, str], Candidate | None]) -> None:
         self.versions = versions
         self.nearest_in = nearest_in
-        self._current = {v.series: key for key, v in versions.items() if v.current}
+        self._current: dict[str, str] | None = None  # series -> its current version's key
         # doc_key -> the fields an excerpt of it carries, built once per run and shared by
         # every excerpt of it (a candidate already carrying them is not copied again).
         self._fields: dict[str, dict[str, Any]] = {}
@@ -112,7 +112,10 @@ class DocumentVersions:
         return marked
 
     def current_key(self, version: DocumentVersion) -> str | None:
-        """The doc_key of the current version of a version's series."""
+        """The doc_key of the current version of a version's series (the series are read
+        at the first question: most runs meet no superseded excerpt and ask none)."""
+        if self._current is None:
+            self._current = {v.series: key for key, v in self.versions.items() if v.current}
         return self._current.get(version.series)
 
     def with_current(self, excerpts: Sequence[Candidate], query: Query, budget: int,
