@@ -770,3 +770,26 @@ def test_one_index_searched_from_several_threads_at_once_answers_each_whole(acme
             query("backups encrypted"), 5)], range(40)))
     index.close()
     assert expected and all(ids == expected for ids in found)
+
+
+def test_committed_ids_answers_as_the_rows_the_index_holds(acme):
+    """Ids of a committed version's chunks are told apart by their names, the rest by the
+    index's rows: both give what the rows say."""
+    index = index_at(acme, "acme")
+    index.sync()
+    vendor = acme.store.open_vendor("acme")
+    rows = chunk_rows(vendor.chunks)
+    chunk_ids = [i for i, m in zip(rows["ids"], rows["metadatas"], strict=True)
+                 if m.get("source_type") != FOLLOWUP_SOURCE_TYPE]
+    followup_ids = [i for i, m in zip(rows["ids"], rows["metadatas"], strict=True)
+                    if m.get("source_type") == FOLLOWUP_SOURCE_TYPE]
+    assert chunk_ids and followup_ids and all(i.startswith("doc-") for i in chunk_ids)
+    doc_key, version, _ = chunk_ids[0][len("doc-"):].rsplit("-", 2)
+    other_version = f"doc-{doc_key}-{'0' * len(version)}-0"  # a version no manifest names
+    unknown = [other_version, "doc-nothing-here", "doc-", "not-a-record", f"{chunk_ids[0]}x"]
+    asked = chunk_ids + followup_ids + unknown
+    assert index.committed_ids(asked) == set(chunk_ids) | set(followup_ids)
+    # A version the caller's state does not commit holds none of its chunks.
+    older = LexicalIndex(index.path, vendor, {doc_key: "0" * len(version)})
+    assert not set(older.committed_ids(chunk_ids)) & {
+        i for i in chunk_ids if i.startswith(f"doc-{doc_key}-")}

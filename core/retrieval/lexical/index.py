@@ -342,17 +342,33 @@ class LexicalIndex:
         return [(record_id, -float(rank)) for record_id, rank in ranked]
 
     def committed_ids(self, ids: Sequence[str]) -> set[str]:
-        """Those of these ids this state holds as committed, no record read."""
+        """Those of these ids this state holds as committed, no record read. A chunk's id
+        names its document version (`chunk_record_id`): one of a version this state commits
+        is held once the index is synced to it, and only the other ids are looked up."""
         if not ids:
             return set()
         if not self._synced:
             self.sync()
+        held = {record_id for record_id in ids if self._of_a_committed_version(record_id)}
+        rest = [record_id for record_id in ids if record_id not in held]
+        if not rest:
+            return held
         committed = self._committed
         with self._connection() as db:
             rows = db.execute("SELECT id, version_key FROM chunks "
                               "WHERE id IN (SELECT value FROM json_each(?))",
-                              (json.dumps(list(ids)),)).fetchall()
-        return {record_id for record_id, version_key in rows if of_state(version_key, committed)}
+                              (json.dumps(rest),)).fetchall()
+        return held | {record_id for record_id, version_key in rows
+                       if of_state(version_key, committed)}
+
+    def _of_a_committed_version(self, record_id: str) -> bool:
+        """Whether the id is a chunk's of a document version this state commits, as
+        `chunk_record_id` names it ("doc-<doc_key>-<version>-<index>")."""
+        if not record_id.startswith("doc-"):
+            return False
+        head, version, index = (record_id.rsplit("-", 2) + ["", ""])[:3]
+        return (index.isdigit() and bool(version)
+                and self._versions.get(head[len("doc-"):]) == version)
 
     def committed_records(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
         """The rows of these ids that this state holds as committed (a chunk of a committed
