@@ -17,6 +17,7 @@ from core.retrieval.fusion import (
     ranks_of,
     reciprocal_rank_fusion,
 )
+from core.retrieval.run import StrategyRunner
 from core.retrieval.source import Neighbour, Query, StoredChunk
 from core.retrieval.strategies import DEFAULT_STRATEGY, STRATEGIES
 from core.workbench import Workbench
@@ -445,3 +446,37 @@ def test_a_hit_the_lexical_index_does_not_hold_sends_precedence_to_the_full_read
     assert found == full.nearest(query, 10)
     assert [h.chunk.id for h in found if not h.committed] == ["acme-unfinished-0"]
     assert len(read_in_full) == 1
+
+
+class ThreadNoting(ListedSource):
+    """A source that notes the thread each search ran on."""
+
+    def __init__(self, name: str, found: list) -> None:
+        super().__init__(name, found)
+        self.threads: list[str] = []
+
+    def nearest(self, query, n, *, where=None):
+        self.threads.append(threading.current_thread().name)
+        return super().nearest(query, n, where=where)
+
+
+@pytest.mark.parametrize("beside", [True, False])
+def test_hybrid_runs_the_lexical_search_beside_or_in_turn_with_the_same_answer(beside):
+    vector = ThreadNoting("vector", [neighbour("a", 0.9), neighbour("b", 0.8)])
+    lexical = ThreadNoting("lexical", [neighbour("b", 4.0), neighbour("c", 3.0)])
+    found = HybridSearch(vector, lexical, lexical_n=5, k=60, beside=beside).nearest(QUERY, 3)
+    assert [n.chunk.id for n in found] == ["b", "a", "c"]
+    caller = threading.current_thread().name
+    assert vector.threads == [caller]
+    assert (lexical.threads[0] != caller) is beside
+
+
+def test_the_runner_searches_in_turn_beside_an_embedded_store_and_at_once_beside_a_server(
+        cve_workbench, tmp_path):
+    vendor = cve_workbench.store.open_vendor("acme")
+    generation, versions = cve_workbench.runner.committed_state(vendor)
+    assert not cve_workbench.runner.hybrid(vendor, versions, generation=generation).beside
+    served = StrategyRunner(cve_workbench.settings.model_copy(
+        update={"chroma_host": "127.0.0.1", "lexical_dir": tmp_path / "lexical"}),
+        cve_workbench.store)
+    assert served.hybrid(vendor, versions, generation=generation).beside

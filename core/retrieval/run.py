@@ -245,7 +245,8 @@ class StrategyRunner:
         """The vector search and the synced lexical index fused by reciprocal rank fusion."""
         return HybridSearch(evidence or self.evidence(vendor, versions),
                             self.lexical(vendor, versions, generation),
-                            lexical_n=self.settings.lexical_first_stage_n, k=self.settings.rrf_k)
+                            lexical_n=self.settings.lexical_first_stage_n, k=self.settings.rrf_k,
+                            beside=self.settings.chroma_host is not None)
 
     def search(self, strategy: Strategy, vendor: VendorStore, versions: dict[str, str],
                evidence: VendorEvidence, timings: Timings, generation: str | None = None
