@@ -14,6 +14,7 @@ and `FILES` files in all, the least recently used file's closed first."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -96,10 +97,8 @@ class IdleConnections:
 
     @staticmethod
     def _close(db: sqlite3.Connection) -> None:
-        try:
+        with contextlib.suppress(sqlite3.Error):
             db.close()
-        except sqlite3.Error:
-            pass
 
 
 IDLE = IdleConnections()
