@@ -3,9 +3,11 @@ turns, history, continuation, anchoring, the split, storage, refusals and isolat
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from core.errors import UnknownVendorError, UserInputError
+from core.review.conversation.store import Conversations
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION, SAMPLE_DATA
 from tests.fakes import FakeEmbedder, FakeReranker
@@ -220,3 +222,44 @@ def test_seed_anchoring_searches_the_search_query_alone(settings):
     second = bench.ask("acme", "Can you elaborate on that?", first.conversation_id)
     assert second.search_query != second.question
     assert second.question_as_asked_weight == 0.0
+
+
+def test_a_conversation_read_once_answers_as_the_store_does(acme):
+    """A continuing turn reads its conversation once: its turns, messages and the messages
+    nearest a question are what the store's own reads and vector search give."""
+    first = acme.ask("acme", "How are backups protected?")
+    for question in ("Can you elaborate on that?", "How is stored data encrypted?",
+                     "Who reviews access rights?", "And how often?"):
+        acme.ask("acme", question, first.conversation_id)
+    conversations = Conversations.of(acme.store, "acme")
+    read = conversations.read(first.conversation_id)
+    assert read.turn_count() == conversations.turn_count(first.conversation_id) == 5
+    assert read.turns() == conversations.turns(first.conversation_id)
+    assert read.messages(first.conversation_id) == conversations.messages(first.conversation_id)
+    embedder = acme.services.embedder()
+    vectors = {(r.metadata["turn"], r.metadata["role"]): r.vector for r in read.records}
+
+    def distance(message, vector) -> float:
+        stored = vectors[(message.turn, message.role)]
+        return round(1.0 - float(stored @ vector / np.linalg.norm(stored)
+                                 / np.linalg.norm(vector)), 5)
+
+    for text, exclude in (("backups restored from copies", set()),
+                          ("encryption keys", {5}), ("access review", {4, 5})):
+        vector = embedder.embed([text])[0]
+        from_store = conversations.similar(first.conversation_id, vector, 4, exclude)
+        from_read = read.similar(first.conversation_id, vector, 4, exclude)
+        # The same ranking; messages at the same distance may come in either order.
+        assert [distance(m, vector) for m in from_read] == [
+            distance(m, vector) for m in from_store]
+        assert len(from_read) == 4 and not {m.turn for m in from_read} & exclude
+
+
+@pytest.mark.parametrize("conversation_id", ["nope", "c-000000000000", "", 7])
+def test_reading_an_unknown_conversation_is_refused_as_checking_it_is(acme, conversation_id):
+    conversations = Conversations.of(acme.store, "acme")
+    with pytest.raises(UserInputError) as checked:
+        conversations.check_id(conversation_id)
+    with pytest.raises(UserInputError) as read:
+        conversations.read(conversation_id)
+    assert str(read.value) == str(checked.value)

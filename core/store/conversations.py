@@ -16,10 +16,12 @@ from core.store.vendor import chroma_where, get_all
 
 @dataclass(frozen=True)
 class MessageRecord:
-    """One stored message: its text and its metadata (conversation, turn, role, ...)."""
+    """One stored message: its text and its metadata (conversation, turn, role, ...), and
+    its vector where the read asked for it."""
 
     text: str
     metadata: dict[str, Any]
+    vector: np.ndarray | None = None
 
 
 class ConversationRecords:
@@ -38,6 +40,14 @@ class ConversationRecords:
         found = get_all(self.collection, where=where, include=include)
         texts = found.get("documents") or [""] * len(found["ids"])
         return [MessageRecord(t, dict(m)) for t, m in zip(texts, found["metadatas"], strict=True)]
+
+    def with_vectors(self, where: Where) -> list[MessageRecord]:
+        """Every message that matches, with its text, metadata and vector."""
+        found = get_all(self.collection, where=where,
+                        include=("documents", "metadatas", "embeddings"))
+        return [MessageRecord(t or "", dict(m), np.asarray(v, dtype=np.float32))
+                for t, m, v in zip(found["documents"], found["metadatas"], found["embeddings"],
+                                   strict=True)]
 
     def nearest(self, embedding: np.ndarray, n: int, where: Where) -> list[MessageRecord]:
         """The `n` messages nearest the vector among those that match, best first."""

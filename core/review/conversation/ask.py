@@ -39,7 +39,11 @@ from core.review.conversation.continuation import (
 )
 from core.review.conversation.history import merge_history
 from core.review.conversation.models import AnswerEvidence, AskTurn, Continuation, HistoryMessage
-from core.review.conversation.store import Conversations, new_conversation_id
+from core.review.conversation.store import (
+    ConversationRead,
+    Conversations,
+    new_conversation_id,
+)
 from core.review.llm.client import LLMClient, LLMError
 from core.services import Services
 from core.store import VendorEvidence
@@ -105,11 +109,13 @@ class AskPipeline:
             vendor_id, embedding_model=self.services.embedder().name)
         conversations = Conversations(self.services.store, vendor.vendor_id)
         earlier: list[AskTurn] = []
+        read: ConversationRead | None = None
         if conversation_id is None:
             conversation_id = new_conversation_id()
         else:
-            conversations.check_id(conversation_id)
-            earlier = conversations.turns(conversation_id)
+            # The conversation read once: its turns, and the history in view below.
+            read = conversations.read(conversation_id)
+            earlier = read.turns()
         previous = earlier[-1] if earlier else None
         turn_number = (previous.turn if previous else 0) + 1
         client = LLMClient.from_settings(self.settings)
@@ -121,9 +127,9 @@ class AskPipeline:
             embedding = self.services.embed_query(question, (expanded,))
         with timings.stage("history"):
             history = merge_history(
-                conversations, conversation_id, question, embedding,
+                read, conversation_id, question, embedding,
                 window=self.settings.history_window, recent=self.settings.min_recent_messages,
-                rrf_k=self.settings.rrf_k) if previous else []
+                rrf_k=self.settings.rrf_k) if previous and read is not None else []
         notes: list[str] = []
         with timings.stage("manifest"):  # one committed state for the whole turn
             generation, versions = self.services.runner.committed_state(vendor)

@@ -14,7 +14,7 @@ import numpy as np
 from core.retrieval.fusion import reciprocal_rank_fusion
 from core.review.conversation.continuation import subject_words
 from core.review.conversation.models import HistoryMessage
-from core.review.conversation.store import Conversations
+from core.review.conversation.store import ConversationRead, Conversations
 
 
 def _key(message: HistoryMessage) -> str:
@@ -28,9 +28,9 @@ def lexical_order(question: str, messages: Sequence[HistoryMessage]) -> list[His
     return [m for shared, m in sorted(scored, key=lambda pair: -pair[0]) if shared]
 
 
-def merge_history(conversations: Conversations, conversation_id: str, question: str,
-                  embedding: np.ndarray, *, window: int, recent: int, rrf_k: int
-                  ) -> list[HistoryMessage]:
+def merge_history(conversations: Conversations | ConversationRead, conversation_id: str,
+                  question: str, embedding: np.ndarray, *, window: int, recent: int,
+                  rrf_k: int) -> list[HistoryMessage]:
     """The messages in view, most recent first: the recent ones, then the similar ones."""
     messages = conversations.messages(conversation_id)
     if not messages:

@@ -20,7 +20,7 @@ import numpy as np
 from core.errors import UserInputError
 from core.review.conversation.models import AskTurn, ConversationSummary, HistoryMessage
 from core.store import EvidenceStore, Where
-from core.store.conversations import ConversationRecords
+from core.store.conversations import ConversationRecords, MessageRecord
 
 CONVERSATION_ID = re.compile(r"c-[0-9a-f]{12}")
 
@@ -51,16 +51,36 @@ class Conversations:
     def check_id(self, conversation_id: object) -> str:
         """The id of an existing conversation of this vendor, or a one-sentence refusal that
         does not tell whether another vendor has it."""
+        conversation_id = self._well_formed(conversation_id)
+        if not self.turn_count(conversation_id):
+            self._unknown(conversation_id)
+        return conversation_id
+
+    @staticmethod
+    def _well_formed(conversation_id: object) -> str:
         if not isinstance(conversation_id, str) or not CONVERSATION_ID.fullmatch(conversation_id):
             shown = repr(conversation_id)[:40]
             raise UserInputError(
                 f"Conversation id {shown} is not valid: ids look like c-1a2b3c4d5e6f (see "
                 "`evidence conversations`).")
-        if not self.turn_count(conversation_id):
-            raise UserInputError(
-                f"Vendor '{self.vendor_id}' has no conversation {conversation_id}; list them "
-                "with `evidence conversations --vendor " + self.vendor_id + "`.")
         return conversation_id
+
+    def _unknown(self, conversation_id: str) -> None:
+        raise UserInputError(
+            f"Vendor '{self.vendor_id}' has no conversation {conversation_id}; list them "
+            "with `evidence conversations --vendor " + self.vendor_id + "`.")
+
+    def read(self, conversation_id: object) -> ConversationRead:
+        """An existing conversation of this vendor read whole, in one read (its messages with
+        their vectors), or the refusal `check_id` gives."""
+        conversation_id = self._well_formed(conversation_id)
+        collection = self._collection()
+        records = ([] if collection is None else
+                   collection.with_vectors(Where.eq(conversation_id=conversation_id)))
+        read = ConversationRead(conversation_id, records)
+        if not read.turn_count():
+            self._unknown(conversation_id)
+        return read
 
     def turn_count(self, conversation_id: str) -> int:
         collection = self._collection()
@@ -136,3 +156,52 @@ class Conversations:
                 conversation_id=conversation_id, turns=len(rows), started=rows[0][1],
                 last=rows[-1][1], first_question=rows[0][2]))
         return sorted(summaries, key=lambda s: (s.started, s.conversation_id))
+
+
+class ConversationRead:
+    """One conversation's messages as one read found them, with their vectors: what a turn
+    asks of its conversation (its turns, the history in view, the messages nearest a
+    question) without reading the store again. Answers as `Conversations` does."""
+
+    def __init__(self, conversation_id: str, records: Sequence[MessageRecord]) -> None:
+        self.conversation_id = conversation_id
+        self.records = list(records)
+
+    def turn_count(self) -> int:
+        return sum(1 for r in self.records if r.metadata.get("role") == "assistant")
+
+    def turns(self) -> list[AskTurn]:
+        """Every turn, as `evidence ask` printed it."""
+        turns = [AskTurn.model_validate_json(r.metadata["turn_json"]) for r in self.records
+                 if r.metadata.get("role") == "assistant"]
+        return sorted(turns, key=lambda t: t.turn)
+
+    def messages(self, conversation_id: str) -> list[HistoryMessage]:
+        """Every message in order."""
+        messages = [HistoryMessage(turn=int(r.metadata["turn"]), role=r.metadata["role"],
+                                   text=r.text)
+                    for r in self._of(conversation_id)]
+        return sorted(messages, key=lambda m: (m.turn, m.role != "user"))
+
+    def similar(self, conversation_id: str, embedding: np.ndarray, n: int,
+                exclude_turns: set[int]) -> list[HistoryMessage]:
+        """The messages nearest the question by cosine, best first, leaving out turns (as
+        the collection's search ranks them, exactly: a conversation is read whole)."""
+        records = [r for r in self._of(conversation_id) if r.vector is not None
+                   and int(r.metadata["turn"]) not in exclude_turns]
+        if not records or n <= 0:
+            return []
+        vectors = np.asarray([r.vector for r in records], dtype=np.float32)
+        question = np.asarray(embedding, dtype=np.float32)
+        norms = np.linalg.norm(vectors, axis=1) * float(np.linalg.norm(question))
+        cosine = (vectors @ question) / np.where(norms > 0, norms, 1.0)
+        order = np.argsort(-cosine, kind="stable")[:n]
+        return [HistoryMessage(turn=int(records[i].metadata["turn"]),
+                               role=records[i].metadata["role"], text=records[i].text,
+                               why="similar") for i in order]
+
+    def _of(self, conversation_id: str) -> list[MessageRecord]:
+        if conversation_id != self.conversation_id:
+            raise ValueError(f"this read holds conversation {self.conversation_id}, "
+                             f"not {conversation_id}")
+        return self.records
