@@ -46,7 +46,7 @@ from core.review.conversation.store import (
 )
 from core.review.llm.client import LLMClient, LLMError
 from core.services import Services
-from core.store import VendorEvidence
+from core.store import VendorEvidence, VendorStore
 from core.trace.context import quoted
 
 
@@ -152,18 +152,22 @@ class AskPipeline:
         timings.ms["total"] = (time.perf_counter() - started) * 1000.0
         turn.timings_ms = {k: round(v, 3) for k, v in timings.ms.items()}
         if save:
-            conversations.save(turn, [embedding, self._answer_vector(evidence, turn)])
+            conversations.save(turn, [embedding, self._answer_vector(
+                vendor, generation, evidence, turn)])
         return turn
 
-    def _answer_vector(self, evidence: VendorEvidence, turn: AskTurn) -> np.ndarray:
+    def _answer_vector(self, vendor: VendorStore, generation: str | None,
+                       evidence: VendorEvidence, turn: AskTurn) -> np.ndarray:
         """The vector the answer's message is found by in later turns' history.
 
         An answer made of excerpts is the excerpts: its vector is the mean of their stored
         vectors, so every excerpt counts (the model reads only the first 256 tokens of the
         joined text, about one excerpt) and nothing is embedded again. A generated answer,
-        or one whose excerpts are gone, is embedded as written."""
+        or one whose excerpts are gone, is embedded as written. Cited linked answers come
+        with the vectors the retrieval already holds for them; only the others are read."""
         if turn.answered_by == "excerpts" and turn.cited_ids:
-            found = [c.embedding for c in evidence.by_ids(turn.cited_ids, embeddings=True)
+            found = [c.embedding for c in self.services.runner.read_linked(
+                         vendor, generation, evidence, turn.cited_ids)
                      if c.embedding is not None]
             if found:
                 mean = np.mean(np.asarray(found, dtype=np.float32), axis=0)
