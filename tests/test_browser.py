@@ -110,6 +110,14 @@ def _open(page, title: str, last_shown: str) -> None:
     _wait_until_idle(page)
 
 
+def _wait_for_text(page, text: str) -> None:
+    """Wait until the main area shows `text` (a rerun draws the page from the top)."""
+    page.wait_for_function(
+        "text => document.querySelector('[data-testid=\"stMain\"]').innerText.includes(text)",
+        arg=text, timeout=WAIT_MS)
+    _wait_until_idle(page)
+
+
 def _wait_until_idle(page) -> None:
     # Streamlit shows a "Running..." status widget while a script runs.
     page.wait_for_function(
@@ -437,11 +445,15 @@ def test_documents_in_time_on_the_library_and_the_overview(dashboard_url, browse
     _type_criterion(page, LUMEN_SOC2)
     page.get_by_role("heading", name="The vendor's current documents").first.wait_for(
         timeout=WAIT_MS)
+    # The section's last sentence: the rerun draws the page from the top, so a reader waits
+    # for the section to be drawn whole before reading it.
+    superseded = ("Lumen-SOC2-Type-II-Report-2024.pdf (report for the period 2023-07-01 to "
+                  "2024-06-30), superseded by LMN-SOC2-FY25.pdf (2025-06-30)")
+    _wait_for_text(page, superseded)
     text = _main_text(page)
     assert "LMN-SOC2-FY25.pdf · report for the period 2024-07-01 to 2025-06-30" in text
     assert "The report's period ended 2025-06-30, over a year ago." in text
-    assert ("Lumen-SOC2-Type-II-Report-2024.pdf (report for the period 2023-07-01 to "
-            "2024-06-30), superseded by LMN-SOC2-FY25.pdf (2025-06-30)") in text
+    assert superseded in text
     _shot(page, "12_overview_current_documents")
 
     _open(page, "Evidence library", "Browse and search the stored chunks")
