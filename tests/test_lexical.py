@@ -29,7 +29,7 @@ from core.retrieval.lexical import (
     lexical_folder,
     match_expression,
 )
-from core.retrieval.lexical.connections import IDLE
+from core.retrieval.lexical.connections import IDLE, IdleConnections
 from core.retrieval.source import Query
 from core.store import VendorStore, committed_versions
 from core.store.scoping import without_scopes
@@ -657,7 +657,7 @@ from pathlib import Path
 import numpy as np
 from core.config import Settings
 from core.retrieval.lexical import LexicalIndex, index_path
-from core.retrieval.lexical.connections import IDLE
+from core.retrieval.lexical.connections import IDLE, IdleConnections
 from core.retrieval.source import Query
 from core.store import EvidenceStore, committed_versions
 from tests.support.store import chunk_rows, read_manifest
@@ -793,3 +793,16 @@ def test_committed_ids_answers_as_the_rows_the_index_holds(acme):
     older = LexicalIndex(index.path, vendor, {doc_key: "0" * len(version)})
     assert not set(older.committed_ids(chunk_ids)) & {
         i for i in chunk_ids if i.startswith(f"doc-{doc_key}-")}
+
+
+def test_taking_a_kept_connection_leaves_the_other_kept_one_open(tmp_path):
+    pool = IdleConnections()
+    path = tmp_path / "index.sqlite3"
+    first, second = sqlite3.connect(path), sqlite3.connect(path)
+    pool.give(path, first)
+    pool.give(path, second)
+    taken = pool.take(path)
+    assert taken in (first, second) and pool.count(path) == 1
+    other = second if taken is first else first
+    assert other.execute("SELECT 1").fetchone() == (1,)  # not closed
+    assert pool.take(path) is other and pool.count(path) == 0

@@ -56,10 +56,12 @@ class IdleConnections:
         now = _identity(path)
         taken = None
         for identity, db in held:
-            if taken is None and identity == now:
+            if identity != now:
+                self._close(db)  # a connection to another file by now
+            elif taken is None:
                 taken = db
             else:
-                self._close(db)  # another file by now, or one too many
+                self.give(path, db)  # still idle: kept for the next call
         return taken
 
     def give(self, path: Path, db: sqlite3.Connection) -> None:
