@@ -202,6 +202,17 @@ def chunk_record_id(doc_key: str, version: str, index: int) -> str:
     return f"doc-{doc_key}-{version}-{index}"
 
 
+def chunk_record_version(record_id: str) -> tuple[str, str] | None:
+    """(doc_key, version) a chunk's record id names (`chunk_record_id`); None for an id of
+    another form (an answer's)."""
+    if not record_id.startswith("doc-"):
+        return None
+    head, version, index = ([*record_id.rsplit("-", 2), "", ""])[:3]
+    if not index.isdigit() or not version:
+        return None
+    return head[len("doc-"):], version
+
+
 def version_key(doc_key: str, version: str) -> str:
     """One document version as one string: how readers and the lexical index name it."""
     return f"{doc_key}@{version}"

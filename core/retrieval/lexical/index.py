@@ -40,6 +40,7 @@ from core.retrieval.lexical.terms import indexed_text, match_expression, shown_t
 from core.retrieval.source import Neighbour, Query, StoredChunk
 from core.retrieval.source import Where as WhereInput
 from core.store import VendorStore, Where, record_fingerprint
+from core.store.records import chunk_record_version
 from core.store.records import version_key as _version_key
 
 # Document versions per lookup when new versions are read from the store.
@@ -362,13 +363,9 @@ class LexicalIndex:
                        if of_state(version_key, committed)}
 
     def _of_a_committed_version(self, record_id: str) -> bool:
-        """Whether the id is a chunk's of a document version this state commits, as
-        `chunk_record_id` names it ("doc-<doc_key>-<version>-<index>")."""
-        if not record_id.startswith("doc-"):
-            return False
-        head, version, index = (record_id.rsplit("-", 2) + ["", ""])[:3]
-        return (index.isdigit() and bool(version)
-                and self._versions.get(head[len("doc-"):]) == version)
+        """Whether the id is a chunk's of a document version this state commits."""
+        named = chunk_record_version(record_id)
+        return named is not None and self._versions.get(named[0]) == named[1]
 
     def committed_records(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
         """The rows of these ids that this state holds as committed (a chunk of a committed
