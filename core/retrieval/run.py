@@ -233,11 +233,16 @@ class StrategyRunner:
                 generation: str | None = None) -> LexicalIndex:
         """The vendor's BM25 index, synced to these committed versions; given the manifest
         generation they were read at, a sync already done at it costs one comparison."""
-        index = LexicalIndex.for_vendor(
-            self.settings, vendor, versions, generation=generation,
-            expected_followups=lambda: self.links.read(vendor, generation).indexed_as())
+        index = self._lexical_index(vendor, versions, generation)
         index.sync()
         return index
+
+    def _lexical_index(self, vendor: VendorStore, versions: dict[str, str],
+                       generation: str | None) -> LexicalIndex:
+        """The vendor's BM25 index at these committed versions, not synced."""
+        return LexicalIndex.for_vendor(
+            self.settings, vendor, versions, generation=generation,
+            expected_followups=lambda: self.links.read(vendor, generation).indexed_as())
 
     def hybrid(self, vendor: VendorStore, versions: dict[str, str],
                evidence: VendorEvidence | None = None, generation: str | None = None
@@ -258,11 +263,11 @@ class StrategyRunner:
             # The lexical index only where a hybrid search or an ask already synced it to
             # this state: a retrieval of `precedence` never writes it.
             with timings.stage("lexical_sync"):
-                index = LexicalIndex.for_vendor(
-                    self.settings, vendor, versions, generation=generation,
-                    expected_followups=lambda: self.links.read(vendor, generation).indexed_as())
-                settled = index.settled()
-            return IndexedVectorSearch(evidence, index) if settled else evidence
+                index = self._lexical_index(vendor, versions, generation)
+                if not index.settled():
+                    index.close()  # the connection its check used goes back
+                    return evidence
+            return IndexedVectorSearch(evidence, index)
         if strategy.search != "hybrid":
             raise ValueError(f"strategy {strategy.name!r}: search must be 'vector', "
                              f"'vector_indexed' or 'hybrid', not {strategy.search!r}")
