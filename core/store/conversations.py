@@ -49,15 +49,6 @@ class ConversationRecords:
                 for t, m, v in zip(found["documents"], found["metadatas"], found["embeddings"],
                                    strict=True)]
 
-    def nearest(self, embedding: np.ndarray, n: int, where: Where) -> list[MessageRecord]:
-        """The `n` messages nearest the vector among those that match, best first."""
-        found = self.collection.query(query_embeddings=[np.asarray(embedding, dtype=np.float32)],
-                                       n_results=n, where=chroma_where(where),
-                                       include=["documents", "metadatas"])
-        return [MessageRecord(t, dict(m)) for t, m in zip(found["documents"][0],
-                                                           found["metadatas"][0], strict=True)
-                if m is not None]
-
     def write(self, ids: Sequence[str], texts: Sequence[str],
               metadatas: Sequence[dict[str, Any]], vectors: Sequence[np.ndarray]) -> None:
         """These messages, in one write."""

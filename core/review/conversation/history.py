@@ -14,7 +14,7 @@ import numpy as np
 from core.retrieval.fusion import reciprocal_rank_fusion
 from core.review.conversation.continuation import subject_words
 from core.review.conversation.models import HistoryMessage
-from core.review.conversation.store import ConversationRead, Conversations
+from core.review.conversation.store import ConversationRead
 
 
 def _key(message: HistoryMessage) -> str:
@@ -28,11 +28,11 @@ def lexical_order(question: str, messages: Sequence[HistoryMessage]) -> list[His
     return [m for shared, m in sorted(scored, key=lambda pair: -pair[0]) if shared]
 
 
-def merge_history(conversations: Conversations | ConversationRead, conversation_id: str,
+def merge_history(read: ConversationRead, conversation_id: str,
                   question: str, embedding: np.ndarray, *, window: int, recent: int,
                   rrf_k: int) -> list[HistoryMessage]:
     """The messages in view, most recent first: the recent ones, then the similar ones."""
-    messages = conversations.messages(conversation_id)
+    messages = read.messages(conversation_id)
     if not messages:
         return []
     kept = list(reversed(messages[-recent:])) if recent else []
@@ -43,7 +43,7 @@ def merge_history(conversations: Conversations | ConversationRead, conversation_
     earlier = [m for m in messages if _key(m) not in seen]
     recent_turns = {m.turn for m in kept if m.role == "user"} & {
         m.turn for m in kept if m.role == "assistant"}
-    semantic = conversations.similar(conversation_id, embedding, room * 2, recent_turns)
+    semantic = read.similar(conversation_id, embedding, room * 2, recent_turns)
     semantic = [m for m in semantic if _key(m) not in seen]
     lexical = lexical_order(question, earlier)
     by_key = {_key(m): m for m in [*semantic, *lexical]}

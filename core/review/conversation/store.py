@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -93,36 +93,15 @@ class Conversations:
         collection = self._collection()
         if collection is None:
             return []
-        messages = [HistoryMessage(turn=int(m.metadata["turn"]), role=m.metadata["role"],
-                                   text=m.text)
-                    for m in collection.messages(Where.eq(conversation_id=conversation_id))]
-        return sorted(messages, key=lambda m: (m.turn, m.role != "user"))
-
-    def similar(self, conversation_id: str, embedding: np.ndarray, n: int,
-                exclude_turns: set[int]) -> list[HistoryMessage]:
-        """The conversation's messages nearest the question, best first, leaving out turns."""
-        collection = self._collection()
-        if collection is None or n <= 0:
-            return []
-        out = []
-        for found in collection.nearest(embedding, n + 2 * len(exclude_turns),
-                                        Where.eq(conversation_id=conversation_id)):
-            m = found.metadata
-            if int(m["turn"]) in exclude_turns:
-                continue
-            out.append(HistoryMessage(turn=int(m["turn"]), role=m["role"], text=found.text,
-                                      why="similar"))
-        return out[:n]
+        return _in_order(collection.messages(Where.eq(conversation_id=conversation_id)))
 
     def turns(self, conversation_id: str) -> list[AskTurn]:
         """Every turn of the conversation, as `evidence ask` printed it."""
         collection = self._collection()
         if collection is None:
             return []
-        found = collection.messages(Where.eq(conversation_id=conversation_id, role="assistant"),
-                                    text=False)
-        turns = [AskTurn.model_validate_json(m.metadata["turn_json"]) for m in found]
-        return sorted(turns, key=lambda t: t.turn)
+        return _turns_of(collection.messages(
+            Where.eq(conversation_id=conversation_id, role="assistant"), text=False))
 
     def save(self, turn: AskTurn, vectors: Sequence[np.ndarray]) -> None:
         """The question and its answer in one write."""
@@ -172,21 +151,16 @@ class ConversationRead:
 
     def turns(self) -> list[AskTurn]:
         """Every turn, as `evidence ask` printed it."""
-        turns = [AskTurn.model_validate_json(r.metadata["turn_json"]) for r in self.records
-                 if r.metadata.get("role") == "assistant"]
-        return sorted(turns, key=lambda t: t.turn)
+        return _turns_of(r for r in self.records if r.metadata.get("role") == "assistant")
 
     def messages(self, conversation_id: str) -> list[HistoryMessage]:
         """Every message in order."""
-        messages = [HistoryMessage(turn=int(r.metadata["turn"]), role=r.metadata["role"],
-                                   text=r.text)
-                    for r in self._of(conversation_id)]
-        return sorted(messages, key=lambda m: (m.turn, m.role != "user"))
+        return _in_order(self._of(conversation_id))
 
     def similar(self, conversation_id: str, embedding: np.ndarray, n: int,
                 exclude_turns: set[int]) -> list[HistoryMessage]:
         """The messages nearest the question by cosine, best first, leaving out turns (as
-        the collection's search ranks them, exactly: a conversation is read whole)."""
+        the collection's vector search ranks them, exactly: a conversation is read whole)."""
         records = [r for r in self._of(conversation_id) if r.vector is not None
                    and int(r.metadata["turn"]) not in exclude_turns]
         if not records or n <= 0:
@@ -205,3 +179,16 @@ class ConversationRead:
             raise ValueError(f"this read holds conversation {self.conversation_id}, "
                              f"not {conversation_id}")
         return self.records
+
+
+def _in_order(records: Iterable[MessageRecord]) -> list[HistoryMessage]:
+    """Stored messages as history, in order: by turn, each question before its answer."""
+    messages = [HistoryMessage(turn=int(r.metadata["turn"]), role=r.metadata["role"],
+                               text=r.text) for r in records]
+    return sorted(messages, key=lambda m: (m.turn, m.role != "user"))
+
+
+def _turns_of(answers: Iterable[MessageRecord]) -> list[AskTurn]:
+    """The turns the answers' records keep, in order."""
+    turns = [AskTurn.model_validate_json(r.metadata["turn_json"]) for r in answers]
+    return sorted(turns, key=lambda t: t.turn)
