@@ -104,10 +104,7 @@ def _open(page, title: str, last_shown: str) -> None:
     """Open a page from the sidebar and wait until `last_shown`, text near its end, is there."""
     page.get_by_role("link", name=title).click()
     page.get_by_role("heading", name=title).first.wait_for(timeout=WAIT_MS)
-    page.wait_for_function(
-        "text => document.querySelector('[data-testid=\"stMain\"]').innerText.includes(text)",
-        arg=last_shown, timeout=WAIT_MS)
-    _wait_until_idle(page)
+    _wait_for_text(page, last_shown)
 
 
 def _wait_for_text(page, text: str) -> None:
@@ -162,10 +159,7 @@ def _type_criterion(page, criterion: str) -> None:
     box.click()
     page.keyboard.type(criterion)
     page.keyboard.press("Enter")
-    page.wait_for_function(
-        "text => document.querySelector('[data-testid=\"stMain\"]').innerText"
-        ".includes('criterion: ' + text)", arg=criterion, timeout=WAIT_MS)
-    _wait_until_idle(page)
+    _wait_for_text(page, "criterion: " + criterion)
 
 
 def _details(page) -> str:

@@ -159,6 +159,7 @@ class HybridSearch:
             raise
         return found, lexical_search.result()
 
+
 def held_by_the_index(vector: CandidateSource, lexical: CandidateSource, query: Query, n: int,
                       scored: list[tuple[str, float]]) -> list[Neighbour]:
     """The vector search's `n` hits, found as ids and scores, with the text and metadata the
