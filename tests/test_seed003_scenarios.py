@@ -11,8 +11,10 @@ import pytest
 
 from core.config import Settings
 from core.errors import EvidenceError, UserInputError
-from core.hashing import criterion_hash
+from core.hashing import canonical_criterion_question_hash, criterion_hash
 from core.retrieval.tiers import question_similarity
+from core.store import Where
+from core.store.vendor import chroma_where
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION
 from tests.fakes import FakeEmbedder, FakeReranker
@@ -180,6 +182,28 @@ def test_many_rounds_are_capped_at_max_followup_rounds(bench, strategy):
     if strategy == "precedence":
         assert [f.round_number for f in trace.followups] == [4, 5, 6]
         assert sorted(d.followup.round_number for d in trace.dropped_followups) == [1, 2, 3]
+
+
+def test_tiered_hash_path_is_the_filtered_vector_search_over_linked_answers(bench):
+    # Seed 003 path 1 is a vector search filtered on the criterion's hash: the store's own
+    # filtered query over every linked answer is the reference for the three kept, in order.
+    for rnd in range(1, 7):
+        bench.ingest_questionnaire(payload(rnd, [
+            response(AES_CRITERION, f"Round {rnd}: AES-{128 * (1 + rnd % 2)} at rest, "
+                                    f"keys rotated every {rnd * 30} days."),
+            payloads.response("Do you train staff?", f"Training answer of round {rnd}.",
+                              criterion="Does the vendor train its staff?")]))
+    vendor = bench.store.open_vendor(VENDOR)
+    trace = bench.retrieve(VENDOR, AES_CRITERION, "tiered")
+    query = bench.embedder.embed([AES_CRITERION])[0]
+    where = chroma_where(vendor.scope_filter(Where.eq(
+        criterion_canonical_hash=canonical_criterion_question_hash(AES_CRITERION))))
+    found = vendor.chunks.query(query_embeddings=[query], n_results=3, where=where,
+                                include=["distances"])
+
+    assert len(vendor.links()) == 12
+    assert len(found["ids"][0]) == 3
+    assert {h.id for h in trace.hash_path} == set(found["ids"][0])
 
 
 @BOTH

@@ -81,6 +81,27 @@ def extract_by_hash(candidates: Sequence[Candidate], criterion_hash: str,
     return matched, [c for c in candidates if c.id not in matched_ids]
 
 
+def nearest_hash_linked(env: RetrievalEnv, query: Query, n: int) -> list[Candidate]:
+    """Seed 003's hash-filtered vector search, computed exactly: the `n` follow-ups most
+    similar to the query among those whose link carries the criterion's canonical hash or a
+    questionnaire id the criterion is mapped to, ranked 1..n.
+
+    The links name the matches (a metadata lookup kept per store state) and their vectors
+    are scored here, so every match is ranked and the store runs no filtered vector search,
+    whose cost grows with the collection, not with the handful of matches."""
+    ids = [record_id for record_id, link in env.links().items()
+           if link.canonical_hash == query.canonical_hash
+           or (link.questionnaire_id and link.questionnaire_id in query.questionnaire_ids)]
+    chunks = env.linked_records(ids) if ids else []
+    if not chunks:
+        return []
+    vectors = np.asarray([c.embedding for c in chunks], dtype=np.float32)
+    scores = vectors @ np.asarray(query.embedding, dtype=np.float32)
+    order = sorted(range(len(chunks)), key=lambda i: (-float(scores[i]), chunks[i].id))[:n]
+    return [candidate_from_chunk(chunks[i], score=float(scores[i]), rank=rank)
+            for rank, i in enumerate(order, start=1)]
+
+
 def fetch_vouched_followups(env: RetrievalEnv, query: Query
                             ) -> tuple[list[Candidate], list[Candidate]]:
     """(follow-ups linked to the criterion by hash, follow-ups linked to this criterion's

@@ -11,25 +11,23 @@ from core.retrieval.stages import (
     split_followups,
 )
 from core.retrieval.strategies.base import Query, Strategy, StrategyResult
-from core.retrieval.tiers import assign_tiers, context_order, followup_hit, merge_tiers
-from core.store import Where
+from core.retrieval.tiers import (
+    assign_tiers,
+    context_order,
+    followup_hit,
+    merge_tiers,
+    nearest_hash_linked,
+)
 
 
 def run(env: RetrievalEnv, query: Query, timings: Timings) -> StrategyResult:
     s = env.settings
     with timings.stage("hash_path"):
-        # Seed 003 path 1 as written for a pre-filtering vector DB: a filtered vector search
-        # limited to MAX_FOLLOWUP_ROUNDS, ranked by similarity within the hash matches. The
-        # filter is on the canonical hash, so a criterion pasted with other typography links.
-        linked = first_stage(env, query, s.max_followup_rounds,
-                             where=Where.eq(criterion_canonical_hash=query.canonical_hash))
-        if query.questionnaire_ids:  # answers to the ids the criterion is mapped to link too
-            by_id = first_stage(env, query, s.max_followup_rounds,
-                                where=Where.is_in("questionnaire_id", query.questionnaire_ids))
-            seen = {c.id for c in linked}
-            linked = sorted([*linked, *(c for c in by_id if c.id not in seen)],
-                            key=lambda c: -(c.first_stage_score or 0.0)
-                            )[:s.max_followup_rounds]
+        # Seed 003 path 1, a vector search filtered to the follow-ups linked to the
+        # criterion, limited to MAX_FOLLOWUP_ROUNDS and ranked by similarity within the
+        # matches. They are linked by the canonical hash, so a criterion pasted with other
+        # typography links, and by the questionnaire ids the criterion is mapped to.
+        linked = nearest_hash_linked(env, query, s.max_followup_rounds)
         hash_hits = [followup_hit(c, query, ["hash"]) for c in linked]
     with timings.stage("first_stage"):
         hits = first_stage(env, query, s.semantic_path_top_k)
