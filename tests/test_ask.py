@@ -66,6 +66,43 @@ def test_a_continuation_embeds_its_question_and_its_search_in_one_model_call(acm
     assert acme.embedder.calls == calls + 1
 
 
+def test_a_continuation_weighs_the_store_as_it_ranks_and_searches_each_vector_once(
+        acme, tmp_path, monkeypatch):
+    from chromadb.api.models.Collection import Collection
+
+    # More chunks than an anchored search's window, so the store answers it whole.
+    more = tmp_path / "more"
+    more.mkdir()
+    for i in range(60):
+        (more / f"note_{i:02d}.md").write_text(
+            f"Operations note {i}: backup job {i} copies volume {i} to the vault at "
+            f"{i % 24:02d}:00 and checks restore sample {i}.\n", encoding="utf-8")
+    acme.ingest_documents("acme", sorted(more.glob("*.md")))
+    first = acme.ask("acme", "How are backups protected?")
+    asked: list[bytes] = []
+    query = Collection.query
+
+    def counted(self, *args, **kwargs):
+        asked.append(np.asarray(kwargs["query_embeddings"][0], dtype=np.float32).tobytes())
+        return query(self, *args, **kwargs)
+
+    monkeypatch.setattr(Collection, "query", counted)
+    second = acme.ask("acme", "Can you elaborate on that?", first.conversation_id)
+    monkeypatch.setattr(Collection, "query", query)
+
+    assert second.continuation.is_continuation
+    assert asked and len(asked) == len(set(asked))  # no vector searched twice
+    vector = np.asarray(acme.embedder.embed([second.search_query])[0], dtype=np.float32)
+    chunks = acme.store.open_vendor("acme").chunks
+    best = chunks.query(query_embeddings=[vector], n_results=1, include=["distances"])
+    cited = chunks.get(ids=[e.id for e in first.answer_evidence], include=["embeddings"])
+    signals = second.continuation.signals
+    assert signals["store_best_cosine"] == pytest.approx(1.0 - best["distances"][0][0],
+                                                         abs=1e-4)
+    assert signals["previous_evidence_cosine"] == pytest.approx(
+        max(float(np.asarray(v) @ vector) for v in cited["embeddings"]), abs=1e-4)
+
+
 def test_a_topic_shift_is_not_anchored(acme):
     first = acme.ask("acme", "How are backups protected?")
     third = acme.ask("acme", "Now tell me about multi-factor authentication.",

@@ -381,6 +381,9 @@ class VendorEvidence:
         self._is_committed = is_committed
         self._page_size = page_size
         self._batch_size = batch_size
+        # nearest_ids' answers, by query vector and n: the same vector searched twice at this
+        # one committed state (an ask turn's continuation check, then its search) is asked once.
+        self._ids_found: dict[tuple[bytes, int], list[tuple[str, float]] | None] = {}
 
     def is_committed(self, metadata: dict[str, Any]) -> bool:
         """Whether a record with this metadata belongs to a completed ingest."""
@@ -426,13 +429,16 @@ class VendorEvidence:
         None when the collection answered fewer than `n`, where `nearest` checks what the
         approximate index did not reach. Whether each id is committed is for the caller."""
         embedding = np.asarray(query.embedding, dtype=np.float32)
-        result = self.vendor.chunks.query(query_embeddings=[embedding], n_results=n,
-                                          include=["distances"])
-        ids, distances = result["ids"][0], result["distances"][0]
-        if len(ids) < n:
-            return None
-        return [(record_id, 1.0 - float(distance))
+        key = (embedding.tobytes(), n)
+        if key not in self._ids_found:
+            result = self.vendor.chunks.query(query_embeddings=[embedding], n_results=n,
+                                              include=["distances"])
+            ids, distances = result["ids"][0], result["distances"][0]
+            self._ids_found[key] = None if len(ids) < n else [
+                (record_id, 1.0 - float(distance))
                 for record_id, distance in zip(ids, distances, strict=True)]
+        found = self._ids_found[key]
+        return None if found is None else list(found)
 
     def _with_unreached(self, rows: list[tuple], embedding: np.ndarray,
                         where: FilterInput) -> list[tuple]:

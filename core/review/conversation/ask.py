@@ -23,6 +23,7 @@ from core.retrieval.source import CandidateSource, Query
 from core.retrieval.stages import Timings
 from core.review.conversation import answer as answers
 from core.review.conversation.anchoring import (
+    ANCHOR_WINDOW,
     AnchoredSearch,
     WithQuestionAsAsked,
     anchor_boost,
@@ -250,16 +251,27 @@ class AskPipeline:
                                                        "needs_reformulation":
                                                        result.needs_reformulation}), query
 
-    @staticmethod
-    def _closeness(evidence: VendorEvidence, embedding: np.ndarray, previous: AskTurn
+    def _closeness(self, evidence: VendorEvidence, embedding: np.ndarray, previous: AskTurn
                    ) -> Closeness:
-        """Cosine of the question to the previous answer's evidence and to the store's best."""
+        """Cosine of the question to the previous answer's evidence and to the store's best.
+
+        The store's best is the first of the window an anchored search of this vector asks
+        for, so a turn that searches with it finds that window already answered; the best
+        record and the previous evidence are read in one call."""
         ids = [e.id for e in previous.answer_evidence]
-        chunks = evidence.by_ids(ids, embeddings=True) if ids else []
         vector = np.asarray(embedding, dtype=np.float32)
-        previous_best = max((float(c.embedding @ vector) for c in chunks), default=0.0)
         query = Query(text="", criterion_hash="", embedding=vector)
-        best = [nb.score for nb in evidence.nearest(query, 1) if nb.committed]
+        scored = evidence.nearest_ids(
+            query, max(self.settings.qa_first_stage_n, ANCHOR_WINDOW))
+        top, top_score = scored[0] if scored else (None, 0.0)
+        wanted = ids + [top] if top is not None and top not in ids else ids
+        chunks = {c.id: c for c in evidence.by_ids(wanted, embeddings=True)} if wanted else {}
+        previous_best = max((float(chunks[i].embedding @ vector) for i in ids if i in chunks),
+                            default=0.0)
+        if top is not None and top in chunks and evidence.is_committed(chunks[top].metadata):
+            best = [top_score]
+        else:  # a store smaller than the window, or its best not committed in this state
+            best = [nb.score for nb in evidence.nearest(query, 1) if nb.committed]
         return Closeness(previous=previous_best, store=max(best + [previous_best]))
 
     def _answer(self, vendor, generation: str | None, versions: dict[str, str],
