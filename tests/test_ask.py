@@ -3,12 +3,15 @@ turns, history, continuation, anchoring, the split, storage, refusals and isolat
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
 from core.errors import UnknownVendorError, UserInputError
 from core.review.conversation.models import HistoryMessage
 from core.review.conversation.store import Conversations
+from core.store.conversation_file import conversation_file_path
 from core.workbench import Workbench
 from tests.conftest import AES_CRITERION, SAMPLE_DATA
 from tests.fakes import FakeEmbedder, FakeReranker
@@ -188,14 +191,23 @@ def test_every_answer_keeps_the_chunks_and_documents_that_backed_it(acme):
     import json
 
     turn = acme.ask("acme", AES_CRITERION)
-    collection = acme.store.conversations("acme").collection
-    stored = collection.get(ids=[f"{turn.conversation_id}-00001-assistant"],
-                            include=["metadatas", "documents"])
-    [meta] = stored["metadatas"]
+    [(text, meta)] = stored_messages(acme, f"{turn.conversation_id}-00001-assistant")
     assert json.loads(meta["chunk_ids"]) == turn.cited_ids
     assert set(json.loads(meta["chunk_ids"])) >= {f.id for f in turn.followups}
     assert json.loads(meta["documents"]) == turn.cited_documents
-    assert stored["documents"] == [turn.answer]
+    assert text == turn.answer
+
+
+def stored_messages(bench, *ids: str) -> list[tuple[str, dict]]:
+    """(text, metadata) of these messages, read from the vendor's conversation file itself."""
+    import json
+    import sqlite3
+
+    path = conversation_file_path(bench.settings.store, "acme")
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        rows = dict((i, (t, json.loads(m))) for i, t, m in db.execute(
+            "SELECT id, text, metadata FROM messages"))
+    return [rows[i] for i in ids if i in rows]
 
 
 def _acme_with(settings, **update) -> Workbench:
@@ -263,20 +275,29 @@ def test_seed_anchoring_searches_the_search_query_alone(settings):
 
 
 def store_search(bench, conversation_id, vector, n, exclude) -> list[HistoryMessage]:
-    """The conversations collection's own vector search for the conversation's messages
-    nearest `vector`, leaving out turns."""
-    collection = bench.store.conversations("acme").collection
-    found = collection.query(query_embeddings=[vector], n_results=n + 2 * len(exclude),
-                             where={"conversation_id": conversation_id},
-                             include=["documents", "metadatas"])
-    return [HistoryMessage(turn=int(m["turn"]), role=m["role"], text=t)
-            for t, m in zip(found["documents"][0], found["metadatas"][0], strict=True)
-            if int(m["turn"]) not in exclude][:n]
+    """The conversation's messages nearest `vector` by cosine, leaving out turns: every
+    message read from the vendor's conversation file itself and ranked exactly."""
+    import json
+    import sqlite3
+
+    path = conversation_file_path(bench.settings.store, "acme")
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        rows = db.execute("SELECT text, metadata, vector FROM messages").fetchall()
+    scored = []
+    for text, raw, blob in rows:
+        meta = json.loads(raw)
+        stored = np.frombuffer(blob, dtype=np.float32)
+        if meta["conversation_id"] == conversation_id and int(meta["turn"]) not in exclude:
+            cosine = float(stored @ vector / np.linalg.norm(stored) / np.linalg.norm(vector))
+            scored.append((-cosine, HistoryMessage(turn=int(meta["turn"]), role=meta["role"],
+                                                   text=text)))
+    return [m for _, m in sorted(scored, key=lambda pair: pair[0])][:n]
 
 
 def test_a_conversation_read_once_answers_as_the_store_does(acme):
     """A continuing turn reads its conversation once: its turns, messages and the messages
-    nearest a question are what the store's own reads and vector search give."""
+    nearest a question are what the store's own reads and an exact ranking of its stored
+    messages give."""
     first = acme.ask("acme", "How are backups protected?")
     for question in ("Can you elaborate on that?", "How is stored data encrypted?",
                      "Who reviews access rights?", "And how often?"):

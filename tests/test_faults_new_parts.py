@@ -29,7 +29,7 @@ from core.hashing import criterion_hash
 from core.models import RerankerStatus
 from core.retrieval.lexical import index_path
 from core.review.verdicts import VerdictStore, prompt_sha256
-from core.store import verdicts_collection_name
+from core.store import Where, verdicts_collection_name
 from core.workbench import Workbench
 from tests import test_faults
 from tests.fakes import FakeEmbedder, FakeReranker
@@ -103,19 +103,30 @@ core.workbench.load_reranker = lambda settings: (
     FakeReranker(), RerankerStatus(**spec["reranker_status"]))
 
 kill = spec.get("kill") or {}
-if kill.get("at") in ("conversation", "verdict"):
+if kill.get("at") == "conversation":
+    from core.store.conversation_file import ConversationFile
+
+    real_write = ConversationFile.write
+
+    def write(self, ids, *args, **kwargs):
+        if kill["when"] == "before":
+            die(f"before the conversation write of {json.dumps(list(ids))}")
+        real_write(self, ids, *args, **kwargs)
+        die(f"after the conversation write of {json.dumps(list(ids))}")
+
+    ConversationFile.write = write
+elif kill.get("at") == "verdict":
     from core.store import writes
 
     real_apply = writes.apply
-    suffix = "__conversations" if kill["at"] == "conversation" else "__verdicts"
 
     def apply(collection, operation, **kwargs):
-        if operation != "upsert" or not collection.name.endswith(suffix):
+        if operation != "upsert" or not collection.name.endswith("__verdicts"):
             return real_apply(collection, operation, **kwargs)
         if kill["when"] == "before":
-            die(f"before the {kill['at']} write of {json.dumps(kwargs['ids'])}")
+            die(f"before the verdict write of {json.dumps(kwargs['ids'])}")
         real_apply(collection, operation, **kwargs)
-        die(f"after the {kill['at']} write of {json.dumps(kwargs['ids'])}")
+        die(f"after the verdict write of {json.dumps(kwargs['ids'])}")
 
     writes.apply = apply
 elif kill.get("at") == "lexical":
@@ -228,10 +239,9 @@ def conversation_template(tmp_path_factory, template) -> tuple[Path, dict]:
 def conversation_messages(store: Path) -> dict[str, dict[int, set[str]]]:
     """conversation id -> turn -> the roles stored for it, read from the store itself."""
     records = workbench_at(store).store.conversations(VENDOR)
-    found = get_all(records.collection, include=("metadatas",)) if records is not None else {
-        "metadatas": []}
+    found = records.messages(Where(), text=False) if records is not None else []
     messages: dict[str, dict[int, set[str]]] = {}
-    for meta in found["metadatas"]:
+    for meta in (m.metadata for m in found):
         assert meta["vendor_id"] == VENDOR
         messages.setdefault(meta["conversation_id"], {}).setdefault(
             int(meta["turn"]), set()).add(meta["role"])
@@ -859,8 +869,8 @@ def test_two_vendors_conversations_and_verdicts_never_mix(tmp_path, llm_stub):
             assert turn.vendor_id == vendor
             shown = json.dumps(turn.model_dump(mode="json"))
             assert marker in shown and other not in shown
-        collection = reader.store.conversations(vendor).collection
-        assert {m["vendor_id"] for m in get_all(collection)["metadatas"]} == {vendor}
+        stored = reader.store.conversations(vendor).messages(Where(), text=False)
+        assert {m.metadata["vendor_id"] for m in stored} == {vendor}
         verdicts = VerdictStore(reader.store, vendor)
         prompts = {prompt_sha256(reader.retrieve(vendor, c).prompt) for c in criteria}
         stored = [v for c in criteria for v in verdicts.for_criterion(criterion_hash(c),

@@ -49,6 +49,13 @@ class ConversationRecords:
                 for t, m, v in zip(found["documents"], found["metadatas"], found["embeddings"],
                                    strict=True)]
 
+    def every_message(self) -> list[tuple[str, MessageRecord]]:
+        """(id, message) of every message, with its vector."""
+        found = get_all(self.collection, include=("documents", "metadatas", "embeddings"))
+        return [(i, MessageRecord(t or "", dict(m), np.asarray(v, dtype=np.float32)))
+                for i, t, m, v in zip(found["ids"], found["documents"], found["metadatas"],
+                                      found["embeddings"], strict=True)]
+
     def write(self, ids: Sequence[str], texts: Sequence[str],
               metadatas: Sequence[dict[str, Any]], vectors: Sequence[np.ndarray]) -> None:
         """These messages, in one write."""

@@ -20,6 +20,7 @@ from core.store.bindings import (
     persists_at_every_write,
 )
 from core.store.client import connect
+from core.store.conversation_file import ConversationFile, conversation_file_path
 from core.store.conversations import ConversationRecords
 from core.store.criteria import CriteriaListRecords
 from core.store.decisions import DecisionRecords
@@ -324,21 +325,33 @@ class EvidenceStore:
         return opened
 
     def conversations(self, vendor_id: str, *, create: bool = False
-                      ) -> ConversationRecords | None:
-        """The vendor's conversation messages (a collection of its own, made at the first
-        question: a store written before conversations existed simply has none yet)."""
+                      ) -> ConversationRecords | ConversationFile | None:
+        """The vendor's conversation messages, made at the first question (a store written
+        before conversations existed simply has none yet): beside an embedded store, the
+        vendor's file (core/store/conversation_file.py), which takes in once what a
+        collection of an earlier version held; on a server, a collection of its own."""
         vendor = self.open_vendor(vendor_id)
         with self._lock:
             found = self._conversations.get(vendor.vendor_id)
         if found is not None:  # collections are never deleted: a handle stays good
             return found
-        collection = self._collection(
-            conversations_collection_name(vendor.vendor_id), create=create,
-            metadata={"vendor_id": vendor_id, "schema_version": SCHEMA_VERSION},
-            configuration={"hnsw": {"space": "cosine", **PERSISTED_AT_EVERY_WRITE}})
-        if collection is None:
-            return None
-        found = ConversationRecords(collection)
+        earlier = self._collection(conversations_collection_name(vendor.vendor_id),
+                                   create=create and bool(self.settings.chroma_host),
+                                   metadata={"vendor_id": vendor_id,
+                                             "schema_version": SCHEMA_VERSION},
+                                   configuration={"hnsw": {"space": "cosine",
+                                                           **PERSISTED_AT_EVERY_WRITE}})
+        if self.settings.chroma_host:
+            if earlier is None:
+                return None
+            found = ConversationRecords(earlier)
+        else:
+            found = ConversationFile(conversation_file_path(self.settings.store,
+                                                            vendor.vendor_id))
+            if earlier is not None:
+                found.import_once(ConversationRecords(earlier).every_message)
+            elif not create and not found.exists():
+                return None
         with self._lock:
             self._conversations[vendor.vendor_id] = found
         return found

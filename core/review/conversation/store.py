@@ -1,7 +1,8 @@
 """Conversations, kept per vendor in the store beside its evidence.
 
-Every message is a record of the vendor's conversations collection, with a vector so
-earlier messages can be found by similarity: a question's own embedding, and an answer's
+Every message is a record of the vendor's conversations (a file of its own beside an embedded
+store, a collection on a server: `EvidenceStore.conversations`), with a vector so earlier
+messages can be found by similarity: a question's own embedding, and an answer's
 (made of excerpts, the mean of theirs; see `AskPipeline._answer_vector`). A turn (the
 question and its answer) is one write, so a conversation never holds a question without
 its answer. The answer's record keeps the
@@ -20,6 +21,7 @@ import numpy as np
 from core.errors import UserInputError
 from core.review.conversation.models import AskTurn, ConversationSummary, HistoryMessage
 from core.store import EvidenceStore, Where
+from core.store.conversation_file import ConversationFile
 from core.store.conversations import ConversationRecords, MessageRecord
 
 CONVERSATION_ID = re.compile(r"c-[0-9a-f]{12}")
@@ -45,7 +47,8 @@ class Conversations:
         """The conversations of a vendor the store holds (an unknown one is refused)."""
         return cls(store, store.open_vendor(vendor_id).vendor_id)
 
-    def _collection(self, *, create: bool = False) -> ConversationRecords | None:
+    def _collection(self, *, create: bool = False
+                    ) -> ConversationRecords | ConversationFile | None:
         return self.store.conversations(self.vendor_id, create=create)
 
     def check_id(self, conversation_id: object) -> str:
