@@ -82,6 +82,21 @@ def workbench(settings) -> Workbench:
     return Workbench(settings, embedder=FakeEmbedder(), reranker=FakeReranker())
 
 
+def with_acme(bench: Workbench) -> Workbench:
+    """The workbench with the sample vendor acme ingested: its documents and every round."""
+    acme = SAMPLE_DATA / "vendors" / "acme"
+    bench.ingest_documents("acme", sorted((acme / "documents").glob("*.md")))
+    for path in sorted((acme / "questionnaires").glob("round_*.json")):
+        bench.ingest_questionnaire(bench.load_questionnaires([path])[0])
+    return bench
+
+
+@pytest.fixture
+def acme_asked(workbench) -> Workbench:
+    """The workbench holding the sample vendor acme (`with_acme`)."""
+    return with_acme(workbench)
+
+
 @pytest.fixture
 def workbench_no_reranker(settings) -> Workbench:
     """Fake embedder; the real FlashRank adapter finds no model and falls back."""

@@ -13,7 +13,7 @@ from core.review.conversation.models import HistoryMessage
 from core.review.conversation.store import Conversations
 from core.store.conversation_file import conversation_file_path
 from core.workbench import Workbench
-from tests.conftest import AES_CRITERION, SAMPLE_DATA
+from tests.conftest import AES_CRITERION, SAMPLE_DATA, with_acme
 from tests.fakes import FakeEmbedder, FakeReranker
 from tests.support.store import get_all
 
@@ -21,11 +21,8 @@ ACME = SAMPLE_DATA / "vendors" / "acme"
 
 
 @pytest.fixture
-def acme(workbench: Workbench) -> Workbench:
-    workbench.ingest_documents("acme", sorted((ACME / "documents").glob("*.md")))
-    for path in sorted((ACME / "questionnaires").glob("round_*.json")):
-        workbench.ingest_questionnaire(workbench.load_questionnaires([path])[0])
-    return workbench
+def acme(acme_asked: Workbench) -> Workbench:
+    return acme_asked
 
 
 def test_a_first_question_starts_a_conversation_with_seed_004s_split(acme):
@@ -211,12 +208,8 @@ def stored_messages(bench, *ids: str) -> list[tuple[str, dict]]:
 
 
 def _acme_with(settings, **update) -> Workbench:
-    bench = Workbench(settings.model_copy(update=update), embedder=FakeEmbedder(),
-                      reranker=FakeReranker())
-    bench.ingest_documents("acme", sorted((ACME / "documents").glob("*.md")))
-    for path in sorted((ACME / "questionnaires").glob("round_*.json")):
-        bench.ingest_questionnaire(bench.load_questionnaires([path])[0])
-    return bench
+    return with_acme(Workbench(settings.model_copy(update=update), embedder=FakeEmbedder(),
+                               reranker=FakeReranker()))
 
 
 def test_an_anchor_documents_boost_is_divided_by_its_place_in_the_questions_own_search(

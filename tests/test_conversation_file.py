@@ -4,7 +4,7 @@ its collection held."""
 
 from __future__ import annotations
 
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -16,18 +16,12 @@ from core.store.bindings import PERSISTED_AT_EVERY_WRITE
 from core.store.conversation_file import ConversationFile, conversation_file_path
 from core.store.conversations import ConversationRecords
 from core.workbench import Workbench
-from tests.conftest import SAMPLE_DATA
 from tests.fakes import FakeEmbedder, FakeReranker
-
-ACME = SAMPLE_DATA / "vendors" / "acme"
 
 
 @pytest.fixture
-def acme(workbench: Workbench) -> Workbench:
-    workbench.ingest_documents("acme", sorted((ACME / "documents").glob("*.md")))
-    for path in sorted((ACME / "questionnaires").glob("round_*.json")):
-        workbench.ingest_questionnaire(workbench.load_questionnaires([path])[0])
-    return workbench
+def acme(acme_asked: Workbench) -> Workbench:
+    return acme_asked
 
 
 def reopened(settings: Settings) -> Workbench:
@@ -125,20 +119,10 @@ def test_an_earlier_versions_conversations_are_kept_and_continue(acme):
 def test_two_processes_taking_in_an_earlier_version_copy_it_once(acme):
     first, _ = earlier_version_turn(acme, "How are backups protected?")
     readers = [reopened(acme.settings) for _ in range(4)]
-    found: list[int] = []
-    errors: list[BaseException] = []
-
-    def read(bench: Workbench) -> None:
-        try:
-            found.append(bench.conversation("acme", first.conversation_id)[0].turn)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=read, args=(bench,)) for bench in readers]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors and found == [1, 1, 1, 1]
+    with ThreadPoolExecutor(max_workers=len(readers)) as pool:  # an error is raised here
+        turns = list(pool.map(
+            lambda bench: [t.turn for t in bench.conversation("acme", first.conversation_id)],
+            readers))
+    assert turns == [[1]] * 4
     stored = ConversationFile(conversation_file_path(acme.settings.store, "acme"))
     assert stored.count(Where()) == 2
