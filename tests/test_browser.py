@@ -248,6 +248,7 @@ def test_a_reviewer_walks_every_page(dashboard_url, browser):
 
     # ...then the one the sample vendor answered over five rounds.
     _type_criterion(page, AES_CRITERION)
+    _wait_for_text(page, "Round 5 names AES-256 where round 3 named AES-128.")
     text = _main_text(page)
     assert "Round 5 · answered 2024-02-12 · Follow-up Questionnaire Round 5" in text
     assert "Round 5 names AES-256 where round 3 named AES-128." in text
