@@ -43,15 +43,15 @@ class ConversationRecords:
 
     def with_vectors(self, where: Where) -> list[MessageRecord]:
         """Every message that matches, with its text, metadata and vector."""
-        found = get_all(self.collection, where=where,
-                        include=("documents", "metadatas", "embeddings"))
-        return [MessageRecord(t or "", dict(m), np.asarray(v, dtype=np.float32))
-                for t, m, v in zip(found["documents"], found["metadatas"], found["embeddings"],
-                                   strict=True)]
+        return [message for _, message in self._with_ids(where)]
 
     def every_message(self) -> list[tuple[str, MessageRecord]]:
         """(id, message) of every message, with its vector."""
-        found = get_all(self.collection, include=("documents", "metadatas", "embeddings"))
+        return self._with_ids(None)
+
+    def _with_ids(self, where: Where | None) -> list[tuple[str, MessageRecord]]:
+        found = get_all(self.collection, where=where,
+                        include=("documents", "metadatas", "embeddings"))
         return [(i, MessageRecord(t or "", dict(m), np.asarray(v, dtype=np.float32)))
                 for i, t, m, v in zip(found["ids"], found["documents"], found["metadatas"],
                                       found["embeddings"], strict=True)]
