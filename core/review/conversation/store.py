@@ -162,8 +162,8 @@ class ConversationRead:
 
     def similar(self, conversation_id: str, embedding: np.ndarray, n: int,
                 exclude_turns: set[int]) -> list[HistoryMessage]:
-        """The messages nearest the question by cosine, best first, leaving out turns (as
-        the collection's vector search ranks them, exactly: a conversation is read whole)."""
+        """The messages nearest the question by cosine, best first, leaving out turns (ranked
+        exactly: a conversation is read whole, with every message's vector)."""
         records = [r for r in self._of(conversation_id) if r.vector is not None
                    and int(r.metadata["turn"]) not in exclude_turns]
         if not records or n <= 0:
