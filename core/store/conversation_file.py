@@ -67,14 +67,15 @@ class ConversationFile:
 
     @contextlib.contextmanager
     def _connection(self, *, create: bool = False) -> Iterator[sqlite3.Connection]:
-        """A connection to the file, closed afterwards; the schema is made with `create`."""
+        """A connection to the file, closed afterwards; with `create` (a writer's), the
+        folder, the file's journal mode and sync, and the schema are made sure of."""
         if create:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, timeout=_BUSY_S, isolation_level=None)
         try:
-            db.execute("PRAGMA journal_mode = WAL")  # readers never wait for a writer
-            db.execute("PRAGMA synchronous = FULL")  # a committed turn survives a power cut
-            if create:
+            if create:  # a writer's connection; WAL, once set, is the file's own mode
+                db.execute("PRAGMA journal_mode = WAL")  # readers never wait for a writer
+                db.execute("PRAGMA synchronous = FULL")  # a committed turn survives a power cut
                 for statement in _SCHEMA:
                     db.execute(statement)
             yield db
