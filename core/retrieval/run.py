@@ -178,7 +178,7 @@ class StrategyRunner:
             reranker_status: RerankerStatus) -> RetrievalEnv:
         """What a strategy is given for the vendor at the committed versions `evidence` reads
         (read at this manifest generation): its first stage, records, reranker, and links."""
-        return RetrievalEnv(
+        env = RetrievalEnv(
             settings=self.settings, vendor_id=vendor.vendor_id, search=search,
             records=evidence, reranker=reranker, reranker_status=reranker_status,
             read_links=lambda: self.read_links(vendor, generation),
@@ -188,6 +188,8 @@ class StrategyRunner:
             read_version_chunks=lambda doc_key: self.version_chunks(
                 vendor, generation, evidence, doc_key),
             read_controls=self.criterion_controls)
+        env.standing = lambda metadata: DocumentVersions.of(env).fields_for(metadata)
+        return env
 
     def store_state(self, vendor_id: str | None, embedding_model: str) -> str | None:
         """A value that changes whenever what readers see of the vendor (of every vendor,

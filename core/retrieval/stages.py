@@ -13,7 +13,7 @@ import numpy as np
 from core.config import Settings
 from core.controls.mappings import ControlLink
 from core.encoders.rerank import Reranker
-from core.models import BoostOutcome, Candidate, RerankerStatus
+from core.models import FOLLOWUP_SOURCE_TYPE, BoostOutcome, Candidate, RerankerStatus
 from core.retrieval.links import AnswerIndex, Links
 from core.retrieval.source import CandidateSource, Query, RecordReader, StoredChunk, Where
 from core.store import is_withdrawn
@@ -66,6 +66,10 @@ class RetrievalEnv:
     # no mapping is read, and no answer links through a control.
     # (The flag: whether the vendor's answers are keyed by controls a proposal can reach.)
     read_controls: Callable[[Query, bool], tuple[ControlLink, ...]] | None = None
+    # What a document excerpt with this metadata carries of its document's standing (set by
+    # the runner, from the document versions it reads), so that the first stage builds each
+    # candidate with it instead of the runner copying it in later; None: built without.
+    standing: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
     # What a stage computed for the whole run and other stages reuse, by name.
     kept: dict[str, Any] = field(default_factory=dict)
     _links: Links | None = None
@@ -105,9 +109,10 @@ class RetrievalEnv:
 # First stage ------------------------------------------------------------------------------
 
 def candidate_from_chunk(chunk: StoredChunk, *, score: float | None = None,
-                         rank: int | None = None, **score_parts: int | float) -> Candidate:
+                         rank: int | None = None, **fields: Any) -> Candidate:
     """A stored record as a candidate, with the first-stage score and rank it was found at
-    (and the parts of a fused score, `Neighbour.score_parts`, where a fusion gave them)."""
+    (and the parts of a fused score, `Neighbour.score_parts`, where a fusion gave them, and
+    a document's standing, `RetrievalEnv.standing`)."""
     metadata = chunk.metadata
     page = metadata.get("page")
     return Candidate(
@@ -123,7 +128,7 @@ def candidate_from_chunk(chunk: StoredChunk, *, score: float | None = None,
         first_stage_rank=rank,
         final_score=score,
         metadata=dict(metadata),
-        **score_parts,
+        **fields,
     )
 
 
@@ -140,8 +145,12 @@ def first_stage(env: RetrievalEnv, query: Query, n: int, *,
             stale += 1
             continue
         parts = {k: v for k, v in neighbour.score_parts().items() if v is not None}
+        metadata = neighbour.chunk.metadata
+        standing = ({} if env.standing is None
+                    or metadata.get("source_type") == FOLLOWUP_SOURCE_TYPE
+                    else env.standing(metadata))
         candidates.append(candidate_from_chunk(neighbour.chunk, score=neighbour.score,
-                                               rank=len(candidates) + 1, **parts))
+                                               rank=len(candidates) + 1, **parts, **standing))
     if stale:
         env.notes.append(
             f"{stale} chunk(s) of an unfinished document ingest were skipped; run the same "

@@ -7,7 +7,6 @@ reason each tier gives in words, and the text measures those reasons use."""
 
 from __future__ import annotations
 
-import difflib
 import re
 import unicodedata
 from collections import defaultdict
@@ -16,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+from cydifflib import SequenceMatcher  # difflib's, compiled: the same ratios
 
 from core.config import Settings
 from core.controls.answers import control_of
@@ -411,6 +411,10 @@ class Supersession:
         self.index = index
         self.read = read
         self._newest: dict[tuple[str, ...], StoredChunk | None] = {}
+        # (answer, its round, the query's criterion and questionnaire ids) -> its later
+        # answer: a run marks the same answers on its first-stage, reranked and context lists.
+        self._later: dict[tuple[str, int, tuple[str, tuple[str, ...]] | None],
+                          LaterAnswer | None] = {}
         # The answers linked to the query's criterion through a control it is mapped to
         # (set by `fetch_control_linked`): its answers where no hash or id links any.
         self.control_linked: list[str] = []
@@ -471,7 +475,16 @@ class Supersession:
                      metadata: dict[str, Any] | None = None) -> LaterAnswer | None:
         """The newest answer to this answer's criterion when a later round gave it; None when
         this answer is the newest (or of the newest round), or answers no criterion."""
-        newest = self.newest(self._same_criterion(followup_id, query, metadata or {}))
+        key = (followup_id, round_number, None if query is None
+               else (query.canonical_hash, query.questionnaire_ids))
+        if key not in self._later:
+            self._later[key] = self._later_answer(followup_id, round_number, query,
+                                                  metadata or {})
+        return self._later[key]
+
+    def _later_answer(self, followup_id: str, round_number: int, query: Query | None,
+                      metadata: dict[str, Any]) -> LaterAnswer | None:
+        newest = self.newest(self._same_criterion(followup_id, query, metadata))
         if newest is None or newest.id == followup_id:
             return None
         newest_round = int(newest.metadata["round_number"])
@@ -645,14 +658,14 @@ def _typos(criterion: str, linked: str, word_similarity: float, max_words: int
 def question_similarity(criterion: str, question: str) -> float:
     """difflib ratio of the lower-cased criterion and follow-up question (seed 003), their
     typography folded first so a pasted criterion scores as the typed one."""
-    return difflib.SequenceMatcher(None, fold_typography(criterion).lower(),
+    return SequenceMatcher(None, fold_typography(criterion).lower(),
                                    fold_typography(question).lower()).ratio()
 
 
 def criterion_similarity(criterion: str, other: str) -> float:
     """difflib ratio of two criterion texts after normalising case and white space, their
     typography folded first, as for the canonical hash."""
-    return difflib.SequenceMatcher(None, _folded(criterion), _folded(other)).ratio()
+    return SequenceMatcher(None, _folded(criterion), _folded(other)).ratio()
 
 
 def typo_corrections(criterion: str, other: str, *, word_similarity: float,
@@ -676,7 +689,7 @@ def typo_corrections(criterion: str, other: str, *, word_similarity: float,
             return None
         if typo[0] != word[0]:  # misspellings keep the first letter; encrypt/decrypt do not
             return None
-        if difflib.SequenceMatcher(None, typo, word).ratio() < word_similarity:
+        if SequenceMatcher(None, typo, word).ratio() < word_similarity:
             return None
     return pairs
 
@@ -696,7 +709,7 @@ def typographic_differences(text: str, other: str) -> list[str]:
     if any(decomposed) and (decomposed[0] != decomposed[1] or composed[0] == composed[1]):
         labels.append(_NFD_LABEL)
     a, b = composed
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    matcher = SequenceMatcher(None, a, b, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
