@@ -28,6 +28,11 @@ from core.retrieval.lexical.terms import query_tokens
 _K1 = 1.2
 _B = 0.75
 _LEAST_IDF = 1e-6
+# A phrase's part of the score: (its rows, their values), or (None, a value for every row).
+Part = tuple[np.ndarray | None, np.ndarray]
+# A phrase in at least one row of this many keeps its part as one value per row: adding a
+# whole array is cheaper than gathering and scattering that many rows of it.
+_DENSE_SHARE = 8
 # Bytes of phrases' parts of the score kept per process (`_Parts`).
 _PARTS_BYTES = 64 << 20
 
@@ -74,6 +79,9 @@ def bm25_scores(db: sqlite3.Connection, path: str, phrases: list[str]
     score, summed = _workspace(len(state.norm))
     for phrase_tokens in tokens:
         rowids, part = parts[phrase_tokens]
+        if rowids is None:  # a dense part: one value per row, 0.0 where the phrase is not
+            np.add(score, part, out=score)  # x + 0.0 is x: the other rows keep their sums
+            continue
         total = summed[:len(rowids)]  # score += part, in a buffer the thread keeps
         np.take(score, rowids, out=total)
         np.add(total, part, out=total)
@@ -82,9 +90,10 @@ def bm25_scores(db: sqlite3.Connection, path: str, phrases: list[str]
     return matched, -score[matched]
 
 
-def _part(found: Postings | None, state: _RowState) -> tuple[np.ndarray, np.ndarray]:
+def _part(found: Postings | None, state: _RowState) -> Part:
     """(rowids, idf * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * D / avgdl))) of a phrase's
-    rows, in fts5Bm25Function's order of operations."""
+    rows, in fts5Bm25Function's order of operations; for a phrase in one row of
+    `_DENSE_SHARE` or more, (None, that value of every row, 0.0 where it is not)."""
     if found is None or not len(found.rowids):
         return NO_ROWS, np.zeros(0)
     hits = len(found.rowids)
@@ -97,6 +106,10 @@ def _part(found: Postings | None, state: _RowState) -> tuple[np.ndarray, np.ndar
     np.multiply(tf, _K1 + 1.0, out=tf)
     np.divide(tf, denominator, out=tf)
     np.multiply(tf, idf, out=tf)
+    if len(found.rowids) * _DENSE_SHARE >= len(state.norm):
+        dense = np.zeros(len(state.norm))
+        dense[found.rowids] = tf
+        return None, dense
     return found.rowids, tf
 
 
@@ -109,12 +122,12 @@ class _Parts:
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._held: OrderedDict[tuple[str, str, tuple[str, ...]],
-                                tuple[np.ndarray, np.ndarray]] = OrderedDict()
+                                Part] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, key: tuple[str, str, tuple[str, ...]]
-            ) -> tuple[np.ndarray, np.ndarray] | None:
+            ) -> Part | None:
         with self._lock:
             held = self._held.get(key)
             if held is not None:
@@ -122,8 +135,8 @@ class _Parts:
             return held
 
     def put(self, key: tuple[str, str, tuple[str, ...]],
-            part: tuple[np.ndarray, np.ndarray]) -> None:
-        size = part[0].nbytes + part[1].nbytes
+            part: Part) -> None:
+        size = _nbytes(part)
         if size > self._limit:
             return
         with self._lock:
@@ -132,8 +145,13 @@ class _Parts:
             self._held[key] = part
             self._bytes += size
             while self._bytes > self._limit:
-                _, (rowids, dropped) = self._held.popitem(last=False)
-                self._bytes -= rowids.nbytes + dropped.nbytes
+                _, dropped = self._held.popitem(last=False)
+                self._bytes -= _nbytes(dropped)
+
+
+def _nbytes(part: Part) -> int:
+    rowids, values = part
+    return values.nbytes + (rowids.nbytes if rowids is not None else 0)
 
 
 _PARTS = _Parts(_PARTS_BYTES)

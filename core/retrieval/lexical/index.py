@@ -9,7 +9,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,6 +75,28 @@ class IndexedState:
     chunks: int
 
 
+class VersionKeys(Collection[str]):
+    """Document versions as the index keys its chunk rows (`version_key`), answered from the
+    versions themselves: a retrieval checks a few hundred rows, and building the key of
+    every version of a store of thousands of documents cost more than all its checks. A
+    version is a content hash (no "@"), so a key splits at its last "@"."""
+
+    def __init__(self, versions: Mapping[str, str]) -> None:
+        self._versions = versions
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        doc_key, at, version = key.rpartition("@")
+        return bool(at) and self._versions.get(doc_key) == version
+
+    def __iter__(self) -> Iterator[str]:
+        return (_version_key(k, v) for k, v in self._versions.items())
+
+    def __len__(self) -> int:
+        return len(self._versions)
+
+
 class LexicalIndex:
     """One vendor's BM25 index at one committed state (the versions a caller read from the
     manifest), as a candidate source. Safe to use from several threads and processes at once.
@@ -107,9 +129,9 @@ class LexicalIndex:
         self._holding = threading.Lock()
 
     @functools.cached_property
-    def _committed(self) -> set[str]:
+    def _committed(self) -> VersionKeys:
         """This state's versions as the index keys its chunk rows (a follow-up has none)."""
-        return {_version_key(k, v) for k, v in self._versions.items()}
+        return VersionKeys(self._versions)
 
     @classmethod
     def for_vendor(cls, settings: Settings, vendor: VendorStore,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from core.store import Where
 _METADATA_KEY = re.compile(r"[A-Za-z0-9_]+")
 
 
-def best_by_postings(db: sqlite3.Connection, path: str, expression: str, committed: set[str],
+def best_by_postings(db: sqlite3.Connection, path: str, expression: str, committed: Collection[str],
                      n: int, *, content: bool = True
                      ) -> list[tuple[str, str, str, float]] | list[tuple[str, float]] | None:
     """The n best rows as `best_by_fts5` finds them (the same rows, order and scores), with
@@ -54,7 +55,7 @@ def best_by_postings(db: sqlite3.Connection, path: str, expression: str, committ
         return _with_content(db, best) if content else [(i, rank) for rank, i, _ in best]
 
 
-def best_by_fts5(db: sqlite3.Connection, expression: str, committed: set[str], n: int, *,
+def best_by_fts5(db: sqlite3.Connection, expression: str, committed: Collection[str], n: int, *,
                  content: bool = True
                  ) -> list[tuple[str, str, str, float]] | list[tuple[str, float]]:
     """The n best rows in two steps: FTS5 ranks the matches alone (one bm25() per match,
@@ -78,7 +79,7 @@ def best_by_fts5(db: sqlite3.Connection, expression: str, committed: set[str], n
     return _with_content(db, best) if content else [(i, rank) for rank, i, _ in best]
 
 
-def best_filtered(db: sqlite3.Connection, expression: str, committed: set[str],
+def best_filtered(db: sqlite3.Connection, expression: str, committed: Collection[str],
                   conditions: list[str], parameters: list[Any], n: int
                   ) -> list[tuple[str, str, str, float]]:
     """The n best rows that also meet metadata conditions, in one query."""
@@ -95,13 +96,13 @@ def best_filtered(db: sqlite3.Connection, expression: str, committed: set[str],
             in db.execute(sql, (expression, json.dumps(sorted(committed)), *parameters, n))]
 
 
-def of_state(version_key: str | None, committed: set[str]) -> bool:
+def of_state(version_key: str | None, committed: Collection[str]) -> bool:
     """Whether a row belongs to the state searched: a follow-up (it has no version key) or a
     chunk of one of the state's committed versions."""
     return version_key is None or version_key in committed
 
 
-def _committed_best(db: sqlite3.Connection, rank_of: dict[int, float], committed: set[str],
+def _committed_best(db: sqlite3.Connection, rank_of: dict[int, float], committed: Collection[str],
                     n: int) -> list[tuple[float, str, int]]:
     """(rank, id, rowid) of the n best ranked rows that are follow-ups or of the caller's
     committed versions, in rank and id order."""
