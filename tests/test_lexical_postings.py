@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from core.models import DOCUMENT_SOURCE_TYPE, FOLLOWUP_SOURCE_TYPE
 from core.retrieval.lexical import LexicalIndex, index_path, match_expression, ranking, terms
+from core.retrieval.lexical import bm25 as bm25_module
 from core.retrieval.lexical import index as index_module
 from core.retrieval.lexical import postings as codec
 from core.retrieval.source import StoredChunk
@@ -285,6 +286,57 @@ def test_phrases_repeated_words_and_ties_score_as_fts5(tmp_path):
             new, old = ranked_both_ways(path, expression, committed, n)
             assert new is not None and new == old, (text, n)
     assert_lengths_are_fts5s(path)
+
+
+def test_a_large_index_ranks_its_best_rows_as_fts5(tmp_path, monkeypatch):
+    """Over a table large enough that only the rows above a sampled bound are listed, and with
+    words in one row of eight or more (their parts added whole): the same rows, order and
+    scores as FTS5, also where the best rows are of versions the reader does not name (the
+    window widens past the bound) and where a rare word's rows stand together."""
+    rng = np.random.default_rng(7)
+    common = [f"common{i}" for i in range(4)]
+    middle = [f"middle{i}" for i in range(12)]
+    vendor = FakeVendor()
+    for doc in range(12):
+        texts = []
+        for row in range(80):
+            words = list(rng.choice(common, size=rng.integers(1, 6)))
+            words += list(rng.choice(middle, size=rng.integers(0, 3)))
+            if doc == 5 and 30 <= row < 34:  # a rare word's rows, side by side
+                words += ["rare"] * int(rng.integers(1, 4))
+            texts.append(" ".join(words))
+        vendor.put_document(f"d{doc}", texts)
+    for i in range(20):
+        vendor.put_followup(f"followup-{i}", f"common0 middle{i % 12} middle{(i * 5) % 12}")
+    path = tmp_path / "acme.sqlite3"
+    LexicalIndex(path, vendor, vendor.versions).sync()
+    committed = vendor.committed()
+    fewer = {key for key in committed if not key.startswith(("d1@", "d2@", "d5@"))}
+
+    bounded, dense = [], []
+    at_least, part = bm25_module._at_least, bm25_module._part
+
+    def watched_at_least(score, best):
+        rows, whole = at_least(score, best)
+        bounded.append(not whole)
+        return rows, whole
+
+    def watched_part(found, state):
+        made = part(found, state)
+        dense.append(made[0] is None)
+        return made
+
+    monkeypatch.setattr(bm25_module, "_at_least", watched_at_least)
+    monkeypatch.setattr(bm25_module, "_part", watched_part)
+    for text in ["common0 middle3", "rare middle1", "middle2 middle7 common3", "rare",
+                 "common1 common2", "middle11 rare common0 middle0"]:
+        expression = match_expression(text)
+        for reader in (committed, fewer):
+            for n in (1, 2, 5, 20):
+                new, old = ranked_both_ways(path, expression, reader, n)
+                assert new is not None and new == old, (text, n, reader is fewer)
+    assert any(bounded) and not all(bounded)
+    assert any(dense) and not all(dense)
 
 
 def test_nearest_ranks_from_the_postings_and_falls_back_to_fts5(tmp_path, monkeypatch):

@@ -33,26 +33,30 @@ Part = tuple[np.ndarray | None, np.ndarray]
 # A phrase in at least one row of this many keeps its part as one value per row: adding a
 # whole array is cheaper than gathering and scattering that many rows of it.
 _DENSE_SHARE = 8
+# The bound of a query's best rows is read off every this many rows (`_at_least`).
+_SAMPLE_STRIDE = 16
 # Bytes of phrases' parts of the score kept per process (`_Parts`).
 _PARTS_BYTES = 64 << 20
 
 
-def bm25_scores(db: sqlite3.Connection, path: str, phrases: list[str]
-                ) -> tuple[np.ndarray, np.ndarray] | None:
-    """(rowids, bm25()) of every row matching any of the phrases, as FTS5's bm25() gives them
-    for the OR of the phrases: per phrase, idf * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * D
-    / avgdl)) with tf its instances in the row, D the row's tokens, avgdl the table's tokens
-    over its rows and idf log((N - hits + 0.5) / (hits + 0.5)) (1e-6 where not above 0),
-    summed in the query's order from 0.0 and negated, each operation in FTS5's order and in
-    doubles, so that the values are FTS5's to the bit. None when the postings cannot answer
-    (a phrase with no token, postings or lengths missing rows)."""
+def bm25_scores(db: sqlite3.Connection, path: str, phrases: list[str], *,
+                best: int | None = None) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    """(rowids, bm25(), whether every match is there) of the rows matching any of the
+    phrases, as FTS5's bm25() gives them for the OR of the phrases: per phrase, idf * (tf *
+    (k1 + 1)) / (tf + k1 * (1 - b + b * D / avgdl)) with tf its instances in the row, D the
+    row's tokens, avgdl the table's tokens over its rows and idf log((N - hits + 0.5) / (hits
+    + 0.5)) (1e-6 where not above 0), summed in the query's order from 0.0 and negated, each
+    operation in FTS5's order and in doubles, so that the values are FTS5's to the bit. With
+    `best`, the rows may be fewer: at least `best` of them, and every row scoring as well as
+    the `best`-th (ties too). None when the postings cannot answer (a phrase with no token,
+    postings or lengths missing rows)."""
     tokens = [query_tokens(phrase) for phrase in phrases]
     if not all(tokens):
         return None
     state = _row_state(db, path)
     if state is None:  # no lengths: an empty table matches nothing, any other is FTS5's
         if db.execute("SELECT 1 FROM chunk_text LIMIT 1").fetchone() is None:
-            return NO_ROWS, np.zeros(0)
+            return NO_ROWS, np.zeros(0), True
         return None
     if _fts5_totals(db) != (state.rows, state.tokens):  # changed behind the postings' back
         return None
@@ -86,8 +90,25 @@ def bm25_scores(db: sqlite3.Connection, path: str, phrases: list[str]
         np.take(score, rowids, out=total)
         np.add(total, part, out=total)
         score[rowids] = total
-    matched = np.flatnonzero(score)
-    return matched, -score[matched]
+    matched, whole = _at_least(score, best)
+    return matched, -score[matched], whole
+
+
+def _at_least(score: np.ndarray, best: int | None) -> tuple[np.ndarray, bool]:
+    """(rows, whether they are every matched row): the rows whose score is not 0 or, given
+    `best`, those at or above a bound when at least `best` are (then every row scoring as
+    well as the `best`-th is among them). The bound is a score a sample of every
+    `_SAMPLE_STRIDE`-th row puts about four times `best` rows above: listing every matched
+    row of a large table costs more than the arithmetic that scored it."""
+    if best is not None and best * _SAMPLE_STRIDE * 4 < len(score):
+        sample = score[::_SAMPLE_STRIDE]
+        above = len(sample) - max(1, 4 * best // _SAMPLE_STRIDE)
+        bound = np.partition(sample, above)[above]
+        if bound > 0.0:
+            rows = np.flatnonzero(score >= bound)
+            if len(rows) >= best:
+                return rows, False
+    return np.flatnonzero(score), True
 
 
 def _part(found: Postings | None, state: _RowState) -> Part:

@@ -35,14 +35,14 @@ def best_by_postings(db: sqlite3.Connection, path: str, expression: str, committ
     if phrases is None:
         return None
     with snapshot(db):
-        scored = bm25_scores(db, path, phrases)
-        if scored is None:
-            return None
-        matched, rank = scored
         window = n + n // 4 + 1  # ties and rows of other versions widen it
         while True:
-            exhausted = len(matched) <= window
-            chosen = (np.arange(len(matched)) if exhausted
+            scored = bm25_scores(db, path, phrases, best=window)
+            if scored is None:
+                return None
+            matched, rank, whole = scored
+            exhausted = whole and len(matched) <= window
+            chosen = (np.arange(len(matched)) if len(matched) <= window
                       else np.argpartition(rank, window - 1)[:window])
             if not len(chosen):
                 return []
