@@ -216,3 +216,10 @@ def chunk_record_version(record_id: str) -> tuple[str, str] | None:
 def version_key(doc_key: str, version: str) -> str:
     """One document version as one string: how readers and the lexical index name it."""
     return f"{doc_key}@{version}"
+
+
+def version_of_key(key: str) -> tuple[str, str] | None:
+    """(doc_key, version) a `version_key` names; None for a string of another form. A version
+    is a content hash (no "@"), so the key splits at its last "@"."""
+    doc_key, at, version = key.rpartition("@")
+    return (doc_key, version) if at else None

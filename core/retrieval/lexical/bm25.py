@@ -39,24 +39,21 @@ _SAMPLE_STRIDE = 16
 _PARTS_BYTES = 64 << 20
 
 
-def bm25_scores(db: sqlite3.Connection, path: str, phrases: list[str], *,
-                best: int | None = None) -> tuple[np.ndarray, np.ndarray, bool] | None:
-    """(rowids, bm25(), whether every match is there) of the rows matching any of the
-    phrases, as FTS5's bm25() gives them for the OR of the phrases: per phrase, idf * (tf *
-    (k1 + 1)) / (tf + k1 * (1 - b + b * D / avgdl)) with tf its instances in the row, D the
-    row's tokens, avgdl the table's tokens over its rows and idf log((N - hits + 0.5) / (hits
-    + 0.5)) (1e-6 where not above 0), summed in the query's order from 0.0 and negated, each
-    operation in FTS5's order and in doubles, so that the values are FTS5's to the bit. With
-    `best`, the rows may be fewer: at least `best` of them, and every row scoring as well as
-    the `best`-th (ties too). None when the postings cannot answer (a phrase with no token,
-    postings or lengths missing rows)."""
+def bm25_scores(db: sqlite3.Connection, path: str, phrases: list[str]) -> Scores | None:
+    """bm25() of every row for the OR of the phrases, as FTS5's bm25() gives it: per phrase,
+    idf * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * D / avgdl)) with tf its instances in the
+    row, D the row's tokens, avgdl the table's tokens over its rows and idf log((N - hits +
+    0.5) / (hits + 0.5)) (1e-6 where not above 0), summed in the query's order from 0.0 and
+    negated, each operation in FTS5's order and in doubles, so that the values are FTS5's to
+    the bit. None when the postings cannot answer (a phrase with no token, postings or
+    lengths missing rows)."""
     tokens = [query_tokens(phrase) for phrase in phrases]
     if not all(tokens):
         return None
     state = _row_state(db, path)
     if state is None:  # no lengths: an empty table matches nothing, any other is FTS5's
         if db.execute("SELECT 1 FROM chunk_text LIMIT 1").fetchone() is None:
-            return NO_ROWS, np.zeros(0), True
+            return Scores(np.zeros(0))
         return None
     if _fts5_totals(db) != (state.rows, state.tokens):  # changed behind the postings' back
         return None
@@ -90,8 +87,21 @@ def bm25_scores(db: sqlite3.Connection, path: str, phrases: list[str], *,
         np.take(score, rowids, out=total)
         np.add(total, part, out=total)
         score[rowids] = total
-    matched, whole = _at_least(score, best)
-    return matched, -score[matched], whole
+    return Scores(score)
+
+
+class Scores(NamedTuple):
+    """A query's score of every row, 0.0 where no phrase matches it. It is the scoring
+    thread's own array (`_workspace`): read it before that thread scores again."""
+
+    score: np.ndarray
+
+    def best(self, at_least: int | None = None) -> tuple[np.ndarray, np.ndarray, bool]:
+        """(rowids, bm25(), whether every match is there) of the matching rows; with
+        `at_least`, they may be fewer: at least that many, and every row scoring as well as
+        the `at_least`-th (ties too)."""
+        rows, whole = _at_least(self.score, at_least)
+        return rows, -self.score[rows], whole
 
 
 def _at_least(score: np.ndarray, best: int | None) -> tuple[np.ndarray, bool]:

@@ -40,7 +40,7 @@ from core.retrieval.lexical.terms import indexed_text, match_expression, shown_t
 from core.retrieval.source import Neighbour, Query, StoredChunk
 from core.retrieval.source import Where as WhereInput
 from core.store import VendorStore, Where, record_fingerprint
-from core.store.records import chunk_record_version
+from core.store.records import chunk_record_version, version_of_key
 from core.store.records import version_key as _version_key
 
 # Document versions per lookup when new versions are read from the store.
@@ -78,17 +78,14 @@ class IndexedState:
 class VersionKeys(Collection[str]):
     """Document versions as the index keys its chunk rows (`version_key`), answered from the
     versions themselves: a retrieval checks a few hundred rows, and building the key of
-    every version of a store of thousands of documents cost more than all its checks. A
-    version is a content hash (no "@"), so a key splits at its last "@"."""
+    every version of a store of thousands of documents cost more than all its checks."""
 
     def __init__(self, versions: Mapping[str, str]) -> None:
         self._versions = versions
 
     def __contains__(self, key: object) -> bool:
-        if not isinstance(key, str):
-            return False
-        doc_key, at, version = key.rpartition("@")
-        return bool(at) and self._versions.get(doc_key) == version
+        named = version_of_key(key) if isinstance(key, str) else None
+        return named is not None and self._versions.get(named[0]) == named[1]
 
     def __iter__(self) -> Iterator[str]:
         return (_version_key(k, v) for k, v in self._versions.items())

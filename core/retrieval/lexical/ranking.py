@@ -35,12 +35,12 @@ def best_by_postings(db: sqlite3.Connection, path: str, expression: str, committ
     if phrases is None:
         return None
     with snapshot(db):
+        scored = bm25_scores(db, path, phrases)
+        if scored is None:
+            return None
         window = n + n // 4 + 1  # ties and rows of other versions widen it
         while True:
-            scored = bm25_scores(db, path, phrases, best=window)
-            if scored is None:
-                return None
-            matched, rank, whole = scored
+            matched, rank, whole = scored.best(window)
             exhausted = whole and len(matched) <= window
             chosen = (np.arange(len(matched)) if len(matched) <= window
                       else np.argpartition(rank, window - 1)[:window])
