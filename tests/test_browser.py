@@ -22,6 +22,7 @@ from tests.conftest import AES_CRITERION, REPO
 from tests.support.bench_results import write_results
 from tests.support.cli import environment, run_process
 from tests.support.control_matrix import CLOUD, ON_PREMISES, write_matrix
+from tests.support.streamlit_page import wait_until_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
@@ -116,9 +117,7 @@ def _wait_for_text(page, text: str) -> None:
 
 
 def _wait_until_idle(page) -> None:
-    # Streamlit shows a "Running..." status widget while a script runs.
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=WAIT_MS)
+    wait_until_idle(page, WAIT_MS)
 
 
 # What of the page is not drawn yet, in words ("" once every table shows its rows, every

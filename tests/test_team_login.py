@@ -33,6 +33,7 @@ from tests.support.oidc import (
     streamlit_app,
     team_dashboard,
 )
+from tests.support.streamlit_page import wait_until_idle
 from tests.test_browser import ARTIFACTS
 
 # Picking an option: tries, and how long each waits for the option to take the click.
@@ -81,9 +82,7 @@ def _fresh_page(browser, height: int = 1600):
 
 
 def _wait_until_idle(page) -> None:
-    """Until the app's script has run: Streamlit shows a status widget while it runs."""
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=WAIT_MS)
+    wait_until_idle(page, WAIT_MS)
 
 
 def _wait_for_text(page, text: str, where: str = "body") -> None:
