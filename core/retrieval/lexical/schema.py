@@ -70,10 +70,10 @@ def prepare(db: sqlite3.Connection) -> None:
     is emptied, since everything in it can be read again from the store."""
     db.execute("PRAGMA journal_mode = WAL")
     db.execute("PRAGMA synchronous = NORMAL")
-    # Reads of the file through memory it maps instead of a read call per page: a search reads
-    # a hundred rows scattered over a large file, 2.0 ms in read calls at 100,000 chunks and
-    # 0.7 ms mapped. Only what is touched is brought in; the mapping is the operating
-    # system's page cache, not a copy.
+    # Reads of the file through memory it maps instead of a read call per page: `hybrid` reads
+    # a hundred rows scattered over a large file, 1.45 ms in read calls at 100,000 chunks and
+    # 1.12 ms mapped (benchmarks/README.md). Only what is touched is brought in; the mapping
+    # is the operating system's page cache, not a copy.
     db.execute(f"PRAGMA mmap_size = {MAPPED_BYTES}")
     if _schema_version(db) == SCHEMA_VERSION:
         return
